@@ -1,0 +1,40 @@
+# Build, test, benchmark and demo gpu-hold. `make generate` needs clang (it
+# installs clang, llvm and libbpf-dev from Debian packages when missing);
+# nothing else does: the generated BPF objects are committed.
+GO      ?= go
+BIN     := bin/gpu-hold
+
+.PHONY: build test bench generate run clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gpu-hold
+
+# The test command (README, .ci/run). As root it really loads the eBPF
+# tracker; with GPU_HOLD_REQUIRE_BPF=1 (set by .ci/run) a host that cannot
+# load it fails the eBPF tests instead of skipping them.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 15m ./...
+
+# Benchmarks (issue #7): prints a markdown table, writes bench/results.json.
+bench: build
+	$(GO) run ./bench -bin $(BIN) -out bench/results.json
+
+# Regenerate the eBPF objects (bpf/lineage_bpfel.{go,o}) from bpf/lineage.bpf.c.
+generate:
+	./bpf/generate.sh
+
+# A real hold with no set-up: the payload leaves a setsid'd, TERM-ignoring
+# child behind; the hold ends it at the 3 s max hold and shows what it ended.
+run: build
+	@demo=$$(mktemp -d /tmp/gpu-hold-demo.XXXXXX); \
+	echo '$$ gpu-hold -l demo -t 3s -g 1s -- bash -c "setsid bash -c \"trap \\\"\\\" TERM; exec sleep 600\" & sleep 600"'; \
+	$(BIN) --dir $$demo --log-format console -l demo -t 3s -g 1s --dump $$demo/record.jsonl -- \
+		bash -c 'setsid bash -c "trap \"\" TERM; exec sleep 600" & echo "payload: started a setsid child that ignores TERM"; sleep 600'; \
+	echo "gpu-hold exited with $$? (124: max hold reached)"; \
+	echo; echo "$$ gpu-hold show $$demo/record.jsonl"; \
+	$(BIN) show $$demo/record.jsonl; \
+	rm -rf $$demo
+
+clean:
+	rm -rf bin

@@ -1,0 +1,166 @@
+// events.go owns the ring buffer side: the events the programs stream
+// (fork, exec, exit, killed at birth), decoding them, and the reader.
+package bpf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// Kind is an event's kind (enum event_kind in lineage.bpf.c).
+type Kind uint32
+
+const (
+	KindFork          Kind = 1 // a child joined the lineage (or the payload)
+	KindExec          Kind = 2 // a member executed a program
+	KindExit          Kind = 3 // a member's thread group exited
+	KindKilledAtBirth Kind = 4 // a member forked after the seal: both were SIGKILLed
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindFork:
+		return "fork"
+	case KindExec:
+		return "exec"
+	case KindExit:
+		return "exit"
+	case KindKilledAtBirth:
+		return "killed-at-birth"
+	}
+	return fmt.Sprintf("kind(%d)", uint32(k))
+}
+
+// Event flags, beyond the member flags.
+const (
+	EventNotStored        = 0x100 // the lineage map was full: the child is NOT a member
+	EventParentKillFailed = 0x200 // sealed: SIGKILL to the forking member failed
+	EventChildKillFailed  = 0x400 // sealed: SIGKILL to the newborn failed
+	EventArgvTruncated    = 0x800 // argv was longer than the bytes kept
+)
+
+// Event is one event as the programs wrote it.
+type Event struct {
+	Kind    Kind
+	PID     int    // tgid of the process the event is about (the child, for fork)
+	PPID    int    // fork: the tgid that forked it
+	PGID    int    // process group and session at the event
+	SID     int    //
+	UID     int    // real uid
+	StartNs uint64 // the process's start_boottime (ns): NsToTicks gives /proc's field 22
+	TimeNs  uint64 // CLOCK_BOOTTIME (ns) when it happened
+	// Status is the raw wait status of an exit: see ExitStatus.
+	Status   int32
+	Flags    uint32
+	Filename string   // exec: the program
+	Argv     []string // exec: the arguments, bounded (EventArgvTruncated)
+}
+
+// ExitStatus decodes Status: a signal number when the process was killed by
+// one (low 7 bits), else the exit code ((status >> 8) & 0xff).
+func (e Event) ExitStatus() (code int, signal int) {
+	if sig := int(e.Status & 0x7f); sig != 0 {
+		return 0, sig
+	}
+	return int(e.Status>>8) & 0xff, 0
+}
+
+var (
+	eventSize     = int(unsafe.Sizeof(lineageEvent{}))
+	execEventSize = int(unsafe.Sizeof(lineageExecEvent{}))
+)
+
+// decode parses one ring buffer record (host byte order: the generated
+// objects are little-endian only).
+func decode(raw []byte) (Event, error) {
+	if len(raw) < eventSize {
+		return Event{}, fmt.Errorf("short ring buffer record: %d bytes", len(raw))
+	}
+	var h lineageEvent
+	if _, err := binary.Decode(raw, binary.NativeEndian, &h); err != nil {
+		return Event{}, fmt.Errorf("decoding ring buffer record: %w", err)
+	}
+	ev := Event{
+		Kind: Kind(h.Kind), PID: int(h.Pid), PPID: int(h.Ppid), PGID: int(h.Pgid), SID: int(h.Sid), UID: int(h.Uid),
+		StartNs: h.StartNs, TimeNs: h.TimeNs, Status: h.ExitCode, Flags: h.Flags,
+	}
+	if ev.Kind != KindExec {
+		return ev, nil
+	}
+	if len(raw) < execEventSize {
+		return Event{}, fmt.Errorf("short exec record: %d bytes", len(raw))
+	}
+	var x lineageExecEvent
+	if _, err := binary.Decode(raw, binary.NativeEndian, &x); err != nil {
+		return Event{}, fmt.Errorf("decoding exec record: %w", err)
+	}
+	ev.Filename = cString(x.Filename[:])
+	n := min(int(x.ArgvLen), len(x.Argv))
+	argv := make([]byte, n)
+	for i := range argv {
+		argv[i] = byte(x.Argv[i])
+	}
+	argv = bytes.TrimRight(argv, "\x00")
+	if len(argv) > 0 {
+		for _, a := range bytes.Split(argv, []byte{0}) {
+			ev.Argv = append(ev.Argv, string(a))
+		}
+	}
+	return ev, nil
+}
+
+func cString(b []int8) string {
+	s := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
+}
+
+// Reader reads events from one lineage's ring buffer.
+type Reader struct {
+	rd  *ringbuf.Reader
+	rec ringbuf.Record
+}
+
+// ErrFlushed is returned by Read after Flush, once the events that were in
+// the buffer have been read; after Close, Read returns ringbuf.ErrClosed.
+var ErrFlushed = ringbuf.ErrFlushed
+
+// NewReader opens a reader on the lineage's ring buffer. One reader at a time.
+func (l *Lineage) NewReader() (*Reader, error) {
+	if l.maps.Events == nil {
+		return nil, ErrClosed
+	}
+	rd, err := ringbuf.NewReader(l.maps.Events)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lineage ring buffer: %w", err)
+	}
+	return &Reader{rd: rd}, nil
+}
+
+// Read blocks until the next event. After Close or Flush (once the buffer
+// has been read to its end) it returns an error for which IsClosed is true.
+func (r *Reader) Read() (Event, error) {
+	if err := r.rd.ReadInto(&r.rec); err != nil {
+		return Event{}, err
+	}
+	return decode(r.rec.RawSample)
+}
+
+// Flush makes Read return what is in the buffer now, then ErrFlushed.
+func (r *Reader) Flush() error { return r.rd.Flush() }
+
+// Close interrupts Read and frees the reader.
+func (r *Reader) Close() error { return r.rd.Close() }
+
+// IsClosed reports whether err says the reader was closed or flushed.
+func IsClosed(err error) bool { return errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ErrFlushed) }

@@ -1,0 +1,311 @@
+// lineage.go owns one hold's loaded copy of lineage.bpf.c: loading and
+// attaching it, the launcher and seal switches, and reading the members and
+// counters back out of its maps.
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Capacity is how many live members one hold's lineage map holds
+// (LINEAGE_CAPACITY in lineage.bpf.c). Children past it are counted in
+// Counters.Overflow and flagged in their event; they are never evicted
+// silently.
+const Capacity = 65536
+
+// DefaultEventBytes is the ring buffer size: about 40,000 fork or exit
+// events, or 6,000 execs, waiting to be read at once.
+const DefaultEventBytes = 4 << 20
+
+// Member flags, as stored in the lineage map and repeated in events.
+const (
+	MemberRoot          = 1 // the payload, admitted as the launcher's child
+	MemberKilledAtBirth = 2 // born to a member after the seal and killed at the fork
+)
+
+// Options configure Load.
+type Options struct {
+	// HoldID names the hold: it is stored in every member and names the pin
+	// directory. Letters, digits, '.', '_' and '-' only.
+	HoldID string
+	// EventBytes is the ring buffer size, a power of two multiple of the
+	// page size; 0 means DefaultEventBytes.
+	EventBytes uint32
+}
+
+// Member is one process of the lineage as the kernel recorded it.
+type Member struct {
+	PID     int    // tgid
+	Parent  int    // tgid that forked it; the launcher for the payload
+	StartNs uint64 // task->start_boottime
+	HoldID  uint64 // HashHoldID of the hold that admitted it
+	Flags   uint32 // MemberRoot, MemberKilledAtBirth
+}
+
+// StartTicks is the member's start time as /proc/PID/stat field 22 gives it.
+func (m Member) StartTicks() uint64 { return NsToTicks(m.StartNs) }
+
+// NsToTicks converts a task's start_boottime (ns) to the clock ticks of
+// /proc/PID/stat field 22 (USER_HZ is 100 on every Linux ABI).
+func NsToTicks(ns uint64) uint64 { return ns / 10_000_000 }
+
+// Root says which child of the launcher was admitted last: the payload.
+type Root struct {
+	PID     int    // 0 until the launcher forked
+	StartNs uint64 // its start_boottime
+	Forks   uint32 // children of the launcher admitted; the last one is the payload
+}
+
+// Counters are what the programs could not do, and how much they did.
+type Counters struct {
+	Admitted      uint64 // members ever admitted
+	Overflow      uint64 // children the full lineage map could not store
+	Lost          uint64 // ring buffer reservations that failed (events lost)
+	KilledAtBirth uint64 // children killed at the fork after the seal
+}
+
+// Lineage is one hold's loaded programs, maps and links. Close it.
+type Lineage struct {
+	holdID string
+	id     uint64
+	maps   lineageMaps
+	progs  lineagePrograms
+	links  []link.Link
+}
+
+var holdIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+// HashHoldID is the 64-bit hold id the kernel stores for a hold name (FNV-1a).
+func HashHoldID(holdID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(holdID))
+	return h.Sum64()
+}
+
+// Load loads a fresh copy of the programs and maps for one hold and attaches
+// the programs. It tracks nothing until SetLauncher names the process that
+// forks the payload.
+func Load(opts Options) (_ *Lineage, err error) {
+	if opts.HoldID != "" && !holdIDPattern.MatchString(opts.HoldID) {
+		return nil, fmt.Errorf("hold id %q: use letters, digits, '.', '_' and '-' only", opts.HoldID)
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps: %w", err)
+	}
+
+	// Load the embedded object: CO-RE relocates it against this kernel's BTF.
+	spec, err := loadLineage()
+	if err != nil {
+		return nil, err
+	}
+	if opts.EventBytes != 0 {
+		spec.Maps[lineageMapEvents].MaxEntries = opts.EventBytes
+	}
+	var objs lineageObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return nil, loadError(err)
+	}
+	l := &Lineage{holdID: opts.HoldID, id: HashHoldID(opts.HoldID), maps: objs.lineageMaps, progs: objs.lineagePrograms}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	if err := l.writeConfig(lineageHoldConfig{HoldId: l.id}); err != nil {
+		return nil, err
+	}
+
+	// Attach exit and exec before fork, so that no member is admitted
+	// whose exit could go unseen.
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"sched_process_exit", l.progs.OnExit}, {"sched_process_exec", l.progs.OnExec}, {"sched_process_fork", l.progs.OnFork}} {
+		lk, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
+		if err != nil {
+			return nil, fmt.Errorf("attaching to tracepoint %s: %w", p.name, err)
+		}
+		l.links = append(l.links, lk)
+	}
+	return l, nil
+}
+
+// LoadError is a refusal by the kernel to load the programs. Line is the
+// verifier's (or the loader's) one-line reason.
+type LoadError struct {
+	Line string
+	Err  error
+}
+
+func (e *LoadError) Error() string { return "loading the lineage BPF programs: " + e.Line }
+func (e *LoadError) Unwrap() error { return e.Err }
+
+func loadError(err error) error {
+	line := err.Error()
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		line = ve.Error() // the cause and the verifier line that refused
+	}
+	for i := 0; i < len(line); i++ {
+		if line[i] == '\n' {
+			line = line[:i]
+			break
+		}
+	}
+	return &LoadError{Line: line, Err: err}
+}
+
+// HoldID is the hold name the lineage was loaded or opened for.
+func (l *Lineage) HoldID() string { return l.holdID }
+
+// ErrClosed is returned by a Lineage's methods after Close.
+var ErrClosed = errors.New("the lineage BPF objects are closed")
+
+func (l *Lineage) readConfig() (lineageHoldConfig, error) {
+	var c lineageHoldConfig
+	if l.maps.Config == nil {
+		return c, ErrClosed
+	}
+	if err := l.maps.Config.Lookup(uint32(0), &c); err != nil {
+		return c, fmt.Errorf("reading the lineage config map: %w", err)
+	}
+	return c, nil
+}
+
+func (l *Lineage) writeConfig(c lineageHoldConfig) error {
+	if l.maps.Config == nil {
+		return ErrClosed
+	}
+	if err := l.maps.Config.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("writing the lineage config map: %w", err)
+	}
+	return nil
+}
+
+// SetLauncher names the process (tgid) whose children are admitted while it
+// is set: the payload, forked by the hold; 0 admits no more. The launcher
+// itself is never a member. Root names the last child admitted.
+func (l *Lineage) SetLauncher(tgid int) error {
+	c, err := l.readConfig()
+	if err != nil {
+		return err
+	}
+	c.Launcher = uint32(tgid)
+	return l.writeConfig(c)
+}
+
+// Seal stops the lineage from growing: from now on a member that forks is
+// killed at the fork and its child at birth. It cannot be undone.
+func (l *Lineage) Seal() error {
+	c, err := l.readConfig()
+	if err != nil {
+		return err
+	}
+	c.Sealed = 1
+	c.Launcher = 0
+	return l.writeConfig(c)
+}
+
+// Sealed reports whether Seal was called (by this holder or a successor).
+func (l *Lineage) Sealed() (bool, error) {
+	c, err := l.readConfig()
+	return c.Sealed != 0, err
+}
+
+func (l *Lineage) readState() (lineageHoldState, error) {
+	var s lineageHoldState
+	if l.maps.State == nil {
+		return s, ErrClosed
+	}
+	if err := l.maps.State.Lookup(uint32(0), &s); err != nil {
+		return s, fmt.Errorf("reading the lineage state map: %w", err)
+	}
+	return s, nil
+}
+
+// Root reports the payload the launcher's fork admitted.
+func (l *Lineage) Root() (Root, error) {
+	s, err := l.readState()
+	return Root{PID: int(s.Root), StartNs: s.RootStartNs, Forks: s.Roots}, err
+}
+
+// Counters reads the programs' counters.
+func (l *Lineage) Counters() (Counters, error) {
+	s, err := l.readState()
+	return Counters{Admitted: s.Admitted, Overflow: s.Overflow, Lost: s.Lost, KilledAtBirth: s.KilledAtBirth}, err
+}
+
+// Member looks up one tgid in the lineage.
+func (l *Lineage) Member(pid int) (Member, bool, error) {
+	var v lineageMember
+	if l.maps.Lineage == nil {
+		return Member{}, false, ErrClosed
+	}
+	err := l.maps.Lineage.Lookup(uint32(pid), &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return Member{}, false, nil
+	}
+	if err != nil {
+		return Member{}, false, fmt.Errorf("reading the lineage map: %w", err)
+	}
+	return toMember(uint32(pid), v), true, nil
+}
+
+func toMember(k uint32, v lineageMember) Member {
+	return Member{PID: int(k), Parent: int(v.Parent), StartNs: v.StartNs, HoldID: v.HoldId, Flags: v.Flags}
+}
+
+// Members returns every process in the lineage map now: live ones, and
+// zombies whose thread group has not finished exiting. It reads the map in
+// batches (bucket by bucket), so members added or removed meanwhile cannot
+// make it restart or loop; each tgid appears once.
+func (l *Lineage) Members() ([]Member, error) {
+	const batch = 1024
+	if l.maps.Lineage == nil {
+		return nil, ErrClosed
+	}
+	keys := make([]uint32, batch)
+	vals := make([]lineageMember, batch)
+	seen := make(map[uint32]bool)
+	var out []Member
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := l.maps.Lineage.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			if !seen[keys[i]] {
+				seen[keys[i]] = true
+				out = append(out, toMember(keys[i], vals[i]))
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("reading the lineage map: %w", err)
+		}
+	}
+}
+
+// Close detaches the programs and frees the maps, unless they are pinned:
+// pinned objects stay in the kernel (and keep tracking) until Unpin.
+func (l *Lineage) Close() error {
+	var errs []error
+	for _, lk := range l.links {
+		errs = append(errs, lk.Close())
+	}
+	l.links = nil
+	for _, c := range []interface{ Close() error }{l.progs.OnFork, l.progs.OnExec, l.progs.OnExit,
+		l.maps.Config, l.maps.State, l.maps.Lineage, l.maps.Events} {
+		errs = append(errs, c.Close()) // nil-safe
+	}
+	l.progs, l.maps = lineagePrograms{}, lineageMaps{}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,102 @@
+// root.go owns the root command: the global flags every subcommand shares
+// (--dir, -r, --log-format), logging set-up, and the mapping of errors to
+// exit codes.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-hold/gpu-hold/hold"
+)
+
+// globalOpts are the flags every subcommand takes.
+type globalOpts struct {
+	Dir       string // --dir; resolved by hold.ResolveDir when empty
+	Resource  string // -r/--resource
+	LogFormat string // --log-format auto|console|json
+	Log       zerolog.Logger
+}
+
+// exitError carries an exit code out of a command's Run.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return "exit status " + strconv.Itoa(e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr wraps a usage error (exit 125).
+func usageErr(format string, a ...any) error {
+	return &exitError{code: hold.ExitUsage, err: fmt.Errorf(format, a...)}
+}
+
+func execute(args []string) int {
+	g := &globalOpts{}
+	root := newRootCmd(g)
+	root.SetArgs(fixTrackArg(args))
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(os.Stderr, "gpu-hold: "+ee.err.Error())
+		}
+		return ee.code
+	}
+	// Errors from cobra itself (unknown flag, bad value) are usage errors.
+	fmt.Fprintln(os.Stderr, "gpu-hold: "+err.Error()+" (see gpu-hold --help)")
+	return hold.ExitUsage
+}
+
+// setupLog builds the logger from --log-format: console on a terminal, JSON
+// otherwise, unless the flag says which.
+func (g *globalOpts) setupLog() error {
+	l, err := hold.NewLogger(os.Stderr, g.LogFormat)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	g.Log = l
+	return nil
+}
+
+// queueDir resolves --dir the same way for every subcommand.
+func (g *globalOpts) queueDir() (string, error) {
+	d, err := hold.ResolveDir(g.Dir)
+	if err != nil {
+		return "", &exitError{code: hold.ExitUsage, err: err}
+	}
+	return d, nil
+}
+
+func newRootCmd(g *globalOpts) *cobra.Command {
+	root := newCmdRun(g)
+	root.SilenceErrors = true
+	root.SilenceUsage = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
+	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")
+	pf.StringVar(&g.LogFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), console or json")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return g.setupLog() }
+	root.AddCommand(
+		newCmdQueue(g),
+		newCmdCancel(g),
+		newCmdReap(g),
+		newCmdShow(g),
+		newCmdDoctor(g),
+	)
+	return root
+}

@@ -1,0 +1,134 @@
+// run.go owns the root command itself, `gpu-hold [flags] -- CMD [ARGS...]`:
+// its flags, parsed into hold.Options, and the hold's exit code.
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-hold/gpu-hold/hold"
+)
+
+type runOptions struct {
+	g        *globalOpts
+	o        hold.Options
+	memFloor string
+	dashAt   int
+}
+
+func newCmdRun(g *globalOpts) *cobra.Command {
+	opts := &runOptions{g: g}
+	o := &opts.o
+	cmd := &cobra.Command{
+		Use:   "gpu-hold [flags] -- CMD [ARGS...]",
+		Short: "Run a command under an exclusive resource token and end everything it started",
+		Long: `gpu-hold queues for an exclusive token on a resource (FIFO), runs CMD tracked from its
+first instruction, and when the hold ends (CMD exited, --max-hold ran out, or the hold was
+signalled) ends every process CMD created, TERM first and KILL after --grace, checks that nothing
+still holds the device, writes a record, and only then releases the token.`,
+		Example: `  gpu-hold -l bench -t 2h -w 45m -- ./bench.sh model.gguf
+  gpu-hold queue -r gpu`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.dashAt = cmd.ArgsLenAtDash()
+			return runRun(cmd.Context(), opts, args)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.StringVarP(&o.Label, "label", "l", "", "label shown in the queue and the record")
+	durationVarP(f, &o.MaxHold, "max-hold", "t", 0, "end the hold after this long (0: no limit)")
+	durationVarP(f, &o.Wait, "wait", "w", 0, "give up (exit 75) if the token is not ours within this long (0: wait for ever)")
+	durationVarP(f, &o.Grace, "grace", "g", 10*time.Second, "time between TERM and KILL at teardown")
+	durationVarP(f, &o.SurvivorWait, "survivor-wait", "", 30*time.Second, "how long to wait for processes that do not die on KILL before recording them as survivors")
+	f.StringVar(&o.Track, "track", "auto", "tracker backend: auto (eBPF when it can load, else procfs), bpf, proc; a bare --track means bpf")
+	f.Lookup("track").NoOptDefVal = "bpf"
+	f.StringVar(&o.Cgroup, "cgroup", "auto", "start the payload in a cgroup of its own: auto (when the host allows), on (required), off")
+	f.StringVar(&o.Dump, "dump", "", "write the hold's record here (default: the resource's records directory)")
+	f.IntVar(&o.KeepRecords, "keep-records", 200, "records kept per resource in its records directory")
+	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "records older than this are removed (0: no age limit)")
+	f.StringArrayVar(&o.Devices, "device", nil, "device node (or glob) whose holders are checked at release; repeatable; replaces the resource's list")
+	f.StringVar(&o.DeviceHolders, "device-holders", "warn", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)")
+	durationVarP(f, &o.DeviceWait, "device-wait", "", 30*time.Second, "with --device-holders=wait, how long to wait for them to let go")
+	f.StringVar(&opts.memFloor, "mem-floor", "", "end the hold (exit 72) when available memory falls below this (e.g. 8G); default $GPU_HOLD_MEM_ABORT_GIB GiB")
+	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write node_exporter textfile metrics for the resource here")
+	return cmd
+}
+
+func runRun(ctx context.Context, opts *runOptions, args []string) error {
+	if opts.dashAt < 0 {
+		if len(args) == 0 {
+			return usageErr("no command: give it after --, e.g. gpu-hold -t 1h -- ./job.sh (see gpu-hold --help)")
+		}
+		return usageErr("put the command after --: gpu-hold [flags] -- %s ... (an unknown subcommand or a missing -- gives this error)", args[0])
+	}
+	if opts.dashAt > 0 {
+		return usageErr("unexpected argument %q before --: flags go before --, the command after it", args[0])
+	}
+	if len(args) == 0 {
+		return usageErr("no command after --: gpu-hold [flags] -- CMD [ARGS...]")
+	}
+	g, o := opts.g, &opts.o
+	o.Cmd = args
+	o.Resource = g.Resource
+	o.Log = g.Log
+	floor, err := hold.ResolveMemFloor(opts.memFloor)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	o.MemFloor = floor
+	if err := o.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	dir, err := g.queueDir()
+	if err != nil {
+		return err
+	}
+	o.Dir = dir
+	if isatty.IsTerminal(os.Stderr.Fd()) {
+		o.Status = os.Stderr
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	res, err := hold.Run(ctx, *o)
+	if err != nil {
+		var he *hold.Error
+		if errors.As(err, &he) {
+			return &exitError{code: he.Code, err: he.Err}
+		}
+		return &exitError{code: hold.ExitUsage, err: err}
+	}
+	if res.Code != 0 {
+		return &exitError{code: res.Code}
+	}
+	return nil
+}
+
+// fixTrackArg turns `--track VALUE` into `--track=VALUE` when VALUE is a
+// backend name: a bare --track means bpf, so pflag would otherwise read
+// `--track proc` as --track=bpf followed by an argument "proc".
+func fixTrackArg(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if a == "--track" && i+1 < len(args) {
+			switch args[i+1] {
+			case "auto", "bpf", "proc":
+				out = append(out, "--track="+args[i+1])
+				i++
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,149 @@
+// cgroup.go owns the payload's cgroup: containment, not tracking. Where the
+// host allows it (cgroup v2, permission to create a child of our own cgroup)
+// the payload is born into a cgroup of its own (clone3 CLONE_INTO_CGROUP),
+// which teardown can end atomically with cgroup.kill and which keeps members
+// that setsid away. It is removed after the hold.
+package hold
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// cgroup is the payload's own cgroup.
+type cgroup struct {
+	Path string // absolute path in the cgroup2 mount
+	fd   int    // O_PATH|O_DIRECTORY fd for SysProcAttr.CgroupFD
+}
+
+// CgroupMount returns the cgroup v2 mount point ("" when there is none).
+func CgroupMount() string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ... mountpoint ... - fstype source options
+		fields := strings.Fields(sc.Text())
+		for i, fld := range fields {
+			if fld == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
+				return fields[4]
+			}
+		}
+	}
+	return ""
+}
+
+// ownCgroup returns our cgroup v2 path relative to the mount.
+func ownCgroup() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "/"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "0::") {
+			return strings.TrimPrefix(line, "0::")
+		}
+	}
+	return "/"
+}
+
+// newCgroup creates <mount>/<our cgroup>/gpu-hold-<holdID>.
+func newCgroup(holdID string) (*cgroup, error) {
+	mnt := CgroupMount()
+	if mnt == "" {
+		return nil, errors.New("no cgroup v2 mount")
+	}
+	path := filepath.Join(mnt, ownCgroup(), "gpu-hold-"+holdID)
+	if err := os.Mkdir(path, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create cgroup %s: %w", path, err)
+	}
+	if _, err := os.Stat(filepath.Join(path, "cgroup.kill")); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("cgroup %s has no cgroup.kill (kernel older than 5.14)", path)
+	}
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("cannot open cgroup %s: %w", path, err)
+	}
+	return &cgroup{Path: path, fd: fd}, nil
+}
+
+// openCgroup names an existing cgroup (a dead holder's) for teardown.
+func openCgroup(path string) *cgroup {
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(path, "cgroup.procs")); err != nil {
+		return nil
+	}
+	return &cgroup{Path: path, fd: -1}
+}
+
+// Members returns the identities of the processes in the cgroup now.
+func (c *cgroup) Members() []proc.Stat {
+	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []proc.Stat
+	for _, f := range bytes.Fields(b) {
+		pid, err := strconv.Atoi(string(f))
+		if err != nil {
+			continue
+		}
+		if st, err := proc.ReadStat(pid); err == nil && !st.Dead() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Kill writes cgroup.kill: SIGKILL to every process in it, atomically
+// against forks racing the kill.
+func (c *cgroup) Kill() error {
+	return os.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1"), 0)
+}
+
+// Populated reports whether any process is still in the cgroup.
+func (c *cgroup) Populated() bool {
+	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.events"))
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(b, []byte("populated 1"))
+}
+
+// Remove removes the cgroup once it is empty (waiting up to bound for the
+// kernel to finish tearing down its last members).
+func (c *cgroup) Remove(bound time.Duration) error {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	deadline := time.Now().Add(bound)
+	for {
+		err := os.Remove(c.Path)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cannot remove cgroup %s: %w", c.Path, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

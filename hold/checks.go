@@ -1,0 +1,99 @@
+// checks.go owns the hold's side of the device-holder check (baseline at
+// the grant, scan after teardown, warn/wait/fail) and of the memory floor.
+// The scanners themselves are in device.go and memfloor.go.
+package hold
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// devicePatterns resolves the device nodes this hold checks: --device, else
+// the resource's configured list.
+func devicePatterns(o *Options) ([]string, error) {
+	if len(o.Devices) > 0 {
+		return CheckDeviceFlags(o.Devices)
+	}
+	res, err := LoadResources(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return DevicePatterns(LookupResource(res, o.Resource), nil), nil
+}
+
+// deviceBaseline scans the holders present before the payload starts:
+// system daemons are not blamed on the payload.
+func (h *holdRun) deviceBaseline() Baseline {
+	if len(h.devices) == 0 {
+		return Baseline{}
+	}
+	hs, err := ScanDeviceHolders(h.devices)
+	if err != nil {
+		h.o.Log.Warn().Err(err).Msg("cannot scan device holders before the payload; all holders found later are reported")
+	}
+	return NewBaseline(hs)
+}
+
+// checkDevices reports every process outside the baseline that still holds
+// the device after teardown, before the token is released.
+func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
+	if len(h.devices) == 0 {
+		return
+	}
+	o, log := &h.o, h.o.Log
+	bound := time.Duration(0)
+	if o.DeviceHolders == "wait" {
+		bound = o.DeviceWait
+	}
+	hs, err := WaitDeviceHolders(ctx, h.devices, baseline, bound)
+	if err != nil {
+		log.Warn().Err(err).Msg("device-holder check incomplete")
+	}
+	h.deviceHolders = len(hs)
+	if len(hs) == 0 {
+		return
+	}
+	recs := make([]any, 0, len(hs))
+	for _, dh := range hs {
+		recs = append(recs, dh)
+		log.Error().Int("pid", dh.PID).Uint64("start", dh.Start).Int("uid", dh.UID).Str("user", dh.User).
+			Str("command", dh.Command).Str("node", dh.Node).Interface("drm", dh.DRM).
+			Msg("device still held after teardown by a process outside the lineage")
+	}
+	h.rec.update(func(hi *tracker.HoldInfo) { hi.DeviceHolders = recs })
+	if o.DeviceHolders == "fail" {
+		h.res.Code = ExitDeviceHolders
+		log.Error().Int("holders", len(hs)).Msg("--device-holders=fail: exiting 73")
+	}
+}
+
+// watchMemory returns a channel that delivers when available memory falls
+// below --mem-floor (nil: no floor).
+func (h *holdRun) watchMemory(ctx context.Context) <-chan MemLow {
+	ch, err := WatchMemFloor(ctx, h.o.MemFloor, h.memSource)
+	if err != nil {
+		h.o.Log.Warn().Err(err).Msg("memory floor not watched")
+	}
+	return ch
+}
+
+// writeMetrics adds this hold to the resource's metrics (--metrics-dir).
+func (h *holdRun) writeMetrics(granted, ended time.Time) {
+	if h.o.MetricsDir == "" {
+		return
+	}
+	m := HoldMetrics{
+		Granted: !granted.IsZero(), Cause: string(h.res.Cause), Survivors: len(h.res.Teardown.Survivors),
+		DeviceHolders: h.deviceHolders, LostEvents: h.lost, End: ended,
+	}
+	if !granted.IsZero() {
+		m.Wait, m.Hold = granted.Sub(h.queued), ended.Sub(granted)
+	} else if !h.queued.IsZero() {
+		m.Wait = ended.Sub(h.queued)
+	}
+	if err := RecordMetrics(h.o.MetricsDir, h.o.Resource, m); err != nil {
+		h.o.Log.Warn().Err(err).Str("metrics_dir", h.o.MetricsDir).Msg("cannot write metrics")
+	}
+}

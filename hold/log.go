@@ -1,0 +1,34 @@
+// log.go owns logging set-up: zerolog with human console output on a
+// terminal and JSON lines otherwise; --log-format overrides.
+package hold
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+)
+
+// NewLogger returns a logger writing to w in format auto, console or json.
+func NewLogger(w io.Writer, format string) (zerolog.Logger, error) {
+	switch format {
+	case "", "auto":
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			format = "console"
+		} else {
+			format = "json"
+		}
+	case "console", "json":
+	default:
+		return zerolog.Nop(), fmt.Errorf("--log-format %q is not one of auto, console, json", format)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	if format == "console" {
+		cw := zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+		return zerolog.New(cw).With().Timestamp().Logger(), nil
+	}
+	return zerolog.New(w).With().Timestamp().Str("prog", "gpu-hold").Logger(), nil
+}

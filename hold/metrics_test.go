@@ -1,0 +1,249 @@
+// metrics_test.go tests the textfile metrics: the file parses with the
+// Prometheus text format parser, counters add up across holds and across
+// concurrent writers, and the file is replaced atomically.
+package hold
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// parseProm parses a textfile strictly (legacy metric names, as node_exporter
+// 's textfile collector accepts everywhere).
+func parseProm(t *testing.T, data []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("metrics file does not parse: %v\n%s", err, data)
+	}
+	return fams
+}
+
+// value returns the sample of family name whose labels include want.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	t.Helper()
+	f := fams[name]
+	if f == nil {
+		t.Fatalf("no family %s", name)
+	}
+	if f.GetHelp() == "" {
+		t.Errorf("%s has no HELP", name)
+	}
+next:
+	for _, m := range f.Metric {
+		got := map[string]string{}
+		for _, l := range m.Label {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			return m.GetCounter().GetValue()
+		case dto.MetricType_GAUGE:
+			return m.GetGauge().GetValue()
+		}
+		t.Fatalf("%s: unexpected type %v", name, f.GetType())
+	}
+	t.Fatalf("%s has no sample with labels %v", name, want)
+	return 0
+}
+
+func summary(t *testing.T, fams map[string]*dto.MetricFamily, name, resource string) (float64, uint64) {
+	t.Helper()
+	f := fams[name]
+	if f == nil || f.GetType() != dto.MetricType_SUMMARY || len(f.Metric) != 1 {
+		t.Fatalf("%s is not one summary: %v", name, f)
+	}
+	m := f.Metric[0]
+	if len(m.Label) != 1 || m.Label[0].GetValue() != resource {
+		t.Errorf("%s labels: %v", name, m.Label)
+	}
+	return m.GetSummary().GetSampleSum(), m.GetSummary().GetSampleCount()
+}
+
+func TestMetricsAccumulateAcrossHolds(t *testing.T) {
+	dir := t.TempDir()
+	end := time.Unix(1700000000, 500_000_000)
+	holds := []HoldMetrics{
+		{Granted: true, Cause: "exited", Wait: 2 * time.Second, Hold: 60 * time.Second, DeviceHolders: 1, LostEvents: 3},
+		{Granted: true, Cause: "max-hold", Wait: 500 * time.Millisecond, Hold: 120 * time.Second, Survivors: 2},
+		{Granted: false, Cause: "queue", Wait: 30 * time.Second, End: end},
+	}
+	for _, m := range holds {
+		if err := RecordMetrics(dir, "gpu", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "gpu_hold_gpu.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := parseProm(t, data)
+	gpu := map[string]string{"resource": "gpu"}
+	for name, want := range map[string]float64{
+		"gpu_hold_holds_total":                 3,
+		"gpu_hold_holds_granted_total":         2,
+		"gpu_hold_survivors_total":             2,
+		"gpu_hold_device_holders_total":        1,
+		"gpu_hold_lost_events_total":           3,
+		"gpu_hold_last_hold_timestamp_seconds": 1700000000.5,
+	} {
+		if got := value(t, fams, name, gpu); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for cause, want := range map[string]float64{"exited": 1, "max-hold": 1, "queue": 1, "mem-floor": 0, "device-holders": 0} {
+		if got := value(t, fams, "gpu_hold_exits_total", map[string]string{"resource": "gpu", "cause": cause}); got != want {
+			t.Errorf("exits{cause=%s} = %v, want %v", cause, got, want)
+		}
+	}
+	if sum, n := summary(t, fams, "gpu_hold_wait_seconds", "gpu"); sum != 32.5 || n != 3 {
+		t.Errorf("wait: sum %v count %d", sum, n)
+	}
+	if sum, n := summary(t, fams, "gpu_hold_hold_seconds", "gpu"); sum != 180 || n != 2 {
+		t.Errorf("hold: sum %v count %d", sum, n)
+	}
+	for _, name := range []string{"gpu_hold_holds_total", "gpu_hold_wait_seconds"} {
+		if !bytes.Contains(data, []byte("# TYPE "+name+" ")) || !bytes.Contains(data, []byte("# HELP "+name+" ")) {
+			t.Errorf("no HELP/TYPE for %s", name)
+		}
+	}
+	// A hold with an unknown cause gets its own label value; "" is "unknown".
+	RecordMetrics(dir, "gpu", HoldMetrics{Cause: "odd"})
+	RecordMetrics(dir, "gpu", HoldMetrics{})
+	data, _ = os.ReadFile(MetricsFile(dir, "gpu"))
+	fams = parseProm(t, data)
+	for _, c := range []string{"odd", "unknown"} {
+		if value(t, fams, "gpu_hold_exits_total", map[string]string{"cause": c}) != 1 {
+			t.Errorf("cause %s not counted", c)
+		}
+	}
+}
+
+func TestMetricsPerResourceFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, r := range []string{"gpu", "npu", `we"ird\name`} {
+		if err := RecordMetrics(dir, r, HoldMetrics{Granted: true, Cause: "exited"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	var proms []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".prom") {
+			proms = append(proms, e.Name())
+		} else if !strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("%s in the metrics dir: anything but *.prom must be hidden", e.Name())
+		}
+	}
+	if strings.Join(proms, " ") != "gpu_hold_gpu.prom gpu_hold_npu.prom gpu_hold_we_ird_name.prom" {
+		t.Errorf("files: %v", proms)
+	}
+	data, _ := os.ReadFile(MetricsFile(dir, `we"ird\name`))
+	fams := parseProm(t, data)
+	if value(t, fams, "gpu_hold_holds_granted_total", map[string]string{"resource": `we"ird\name`}) != 1 {
+		t.Error("escaped resource label not read back")
+	}
+	if err := RecordMetrics(filepath.Join(dir, "missing"), "gpu", HoldMetrics{}); err == nil {
+		t.Error("a missing metrics dir must be an error")
+	}
+}
+
+func TestMetricsCorruptState(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, ".gpu_hold_gpu.state.json")
+	os.WriteFile(state, []byte("{half"), 0o644)
+	err := RecordMetrics(dir, "gpu", HoldMetrics{})
+	if err == nil || !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("corrupt state: %v", err)
+	}
+}
+
+// Many holds record at once (goroutines: each opens the lock file itself, so
+// flock orders them as it orders processes) while a reader reads the file
+// in a loop: no update is lost, and no read sees a partial file.
+func TestMetricsConcurrentAndAtomic(t *testing.T) {
+	dir := t.TempDir()
+	const writers, each = 4, 25
+	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true, Cause: "exited"}); err != nil {
+		t.Fatal(err)
+	}
+	path := MetricsFile(dir, "gpu")
+	var stop atomic.Bool
+	var reads int
+	var bad error
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for !stop.Load() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				bad = err
+				return
+			}
+			p := expfmt.NewTextParser(model.LegacyValidation)
+			fams, err := p.TextToMetricFamilies(bytes.NewReader(data))
+			if err == nil && fams["gpu_hold_last_hold_timestamp_seconds"] == nil {
+				err = fmt.Errorf("the last family is missing")
+			}
+			if err != nil {
+				bad = fmt.Errorf("read %d saw a partial or broken file: %v\n%s", reads, err, data)
+				return
+			}
+			reads++
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true, Cause: "exited", Wait: time.Second}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop.Store(true)
+	<-readerDone
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	if reads == 0 {
+		t.Fatal("the reader never read the file")
+	}
+	data, _ := os.ReadFile(path)
+	fams := parseProm(t, data)
+	if got := value(t, fams, "gpu_hold_holds_granted_total", nil); got != 1+writers*each {
+		t.Errorf("granted = %v, want %d: updates were lost", got, 1+writers*each)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temp file left behind: %s", e.Name())
+		}
+	}
+}

@@ -1,0 +1,72 @@
+// options.go owns the settings of one hold, as parsed from the command
+// line, and their validation.
+package hold
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Options configure one hold.
+type Options struct {
+	Label        string
+	Resource     string
+	Dir          string        // queue directory (resolved)
+	MaxHold      time.Duration // 0: none
+	Wait         time.Duration // 0: for ever
+	Grace        time.Duration
+	SurvivorWait time.Duration
+	Track        string // auto, bpf, proc
+	Cgroup       string // auto, on, off
+	Cmd          []string
+
+	Dump        string        // record path ("" = records dir of the resource)
+	KeepRecords int           // records kept per resource (0 = default)
+	RecordAge   time.Duration // records older than this are pruned (0 = no age bound)
+
+	Devices       []string      // --device: replaces the resource's device list
+	DeviceHolders string        // warn, wait, fail
+	DeviceWait    time.Duration // bound for --device-holders=wait
+	MemFloor      uint64        // bytes; 0 = none
+	MetricsDir    string
+
+	Log    zerolog.Logger
+	Stdout io.Writer // payload stdout (nil: os.Stdout)
+	Stderr io.Writer // payload stderr (nil: os.Stderr)
+	Status io.Writer // live one-line queue status (nil: none; set on a terminal)
+}
+
+// Validate checks what flag parsing cannot; errors are usage errors.
+func (o *Options) Validate() error {
+	if len(o.Cmd) == 0 {
+		return errors.New("no command to run: put it after --, e.g. gpu-hold -t 1h -- ./job.sh")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--max-hold", o.MaxHold}, {"--wait", o.Wait}, {"--grace", o.Grace}, {"--survivor-wait", o.SurvivorWait}, {"--device-wait", o.DeviceWait}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s must not be negative (got %v): use 0 for none", d.name, d.v)
+		}
+	}
+	switch o.Track {
+	case "auto", "bpf", "proc":
+	default:
+		return fmt.Errorf("--track %q is not one of auto, bpf, proc", o.Track)
+	}
+	switch o.Cgroup {
+	case "auto", "on", "off":
+	default:
+		return fmt.Errorf("--cgroup %q is not one of auto, on, off", o.Cgroup)
+	}
+	switch o.DeviceHolders {
+	case "", "warn", "wait", "fail":
+	default:
+		return fmt.Errorf("--device-holders %q is not one of warn, wait, fail", o.DeviceHolders)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+// reap.go owns ending a dead holder's lineage: the queue hands the next
+// ticket (or `gpu-hold reap`) every holder that died without releasing, and
+// its lineage, group and cgroup are ended with the same teardown before the
+// token is used. The reaping is appended to the dead holder's record and
+// noted in the reaper's own.
+package hold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// reapDead ends the lineage of every dead holder the grant names, then
+// tells the queue each was reaped. A lineage that cannot be fully ended is
+// reported with its survivors; the token is still used (the alternative,
+// a queue stuck for ever, is worse).
+func (h *holdRun) reapDead(ctx context.Context, g queue.Grant) error {
+	for _, d := range g.Dead() {
+		rh := reapOne(d, "hold", h.id, h.o.Grace, h.o.SurvivorWait, h.o.Log)
+		h.rec.reaped(rh)
+		if err := g.Reaped(d); err != nil {
+			return failf(ExitUsage, "ended dead holder %s but cannot clear it from the queue: %v", d.Describe(), err)
+		}
+	}
+	return nil
+}
+
+// reapOne ends dead holder d's lineage and returns what was done.
+func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) tracker.ReapedHold {
+	log = log.With().Uint64("dead_ticket", d.Seq).Str("dead_hold", d.HoldID).Int("dead_pid", d.Holder.PID).Logger()
+	log.Warn().Uint64("ticket", d.Seq).Str("label", d.Label).Msg("dead holder: the previous holder died without releasing; ending its lineage first")
+	rh := tracker.ReapedHold{HoldID: d.HoldID, Holder: d.Holder, Record: d.Record, At: time.Now()}
+
+	var ids []proc.Ident
+	var pgid int
+	var cgPath string
+	rec, err := tracker.ReadRecord(d.Record)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage, group and cgroup only")
+	} else {
+		ids, pgid, cgPath = rec.Live, rec.Hold.PGID, rec.Hold.Cgroup
+		if rec.Hold.Payload != nil && !proc.Alive(*rec.Hold.Payload) && !groupExists(pgid) {
+			pgid = 0 // the group is gone: its number may name another group now
+		}
+	}
+	tr, source := tracker.Resume(d.HoldID, ids)
+	defer tr.Close()
+
+	self, _ := proc.Self()
+	host, _ := os.Hostname()
+	info := tracker.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Source: source, Started: time.Now()}
+	var w *tracker.RecordWriter
+	if d.Record != "" {
+		if w, err = tracker.AppendRecord(d.Record); err != nil {
+			log.Warn().Err(err).Msg("cannot append the reaping to the dead holder's record")
+			w = nil
+		} else {
+			w.Reap(info)
+		}
+	}
+	td := &teardown{tr: tr, pgid: pgid, cg: openCgroup(cgPath), grace: grace, survivorWait: survivorWait, log: log}
+	if w != nil {
+		td.fate = w.Fate
+	}
+	out := td.run()
+	if td.cg != nil {
+		td.cg.Remove(time.Second)
+	}
+	info.Ended, info.Candidates, info.Signalled = time.Now(), len(ids), out.Termed+out.Killed
+	for _, st := range out.Survivors {
+		info.Survivors = append(info.Survivors, st.Ident)
+	}
+	if w != nil {
+		w.Reap(info)
+		w.Close()
+	}
+	rh.Ended, rh.Survivors = out.Termed+out.Killed, info.Survivors
+	log.Warn().Str("source", source).Int("ended", rh.Ended).Int("survivors", len(rh.Survivors)).Uint64("ticket", d.Seq).
+		Msg("dead holder's lineage ended")
+	return rh
+}
+
+// groupExists reports whether any process is in process group pgid.
+func groupExists(pgid int) bool {
+	if pgid <= 0 {
+		return false
+	}
+	found := false
+	proc.Walk(func(st proc.Stat) {
+		if st.PGID == pgid && !st.Dead() {
+			found = true
+		}
+	})
+	return found
+}
+
+// ReapOptions configure `gpu-hold reap`.
+type ReapOptions struct {
+	Dir, Resource       string
+	Grace, SurvivorWait time.Duration
+	Log                 zerolog.Logger
+}
+
+// Reap ends the lineage of a resource's dead holder, if any, without
+// running a payload, and releases the token. It returns how many dead
+// holders it reaped; queue.ErrNotDead when the holder is alive.
+func Reap(ctx context.Context, o ReapOptions) (int, error) {
+	q, err := queue.OpenDir(o.Dir, o.Resource, queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }})
+	if err != nil {
+		return 0, err
+	}
+	self, err := proc.Self()
+	if err != nil {
+		return 0, fmt.Errorf("cannot read own identity from /proc: %v", err)
+	}
+	host, _ := os.Hostname()
+	g, err := q.TakeDead(ctx, queue.Ticket{Resource: o.Resource, Label: "gpu-hold reap", Holder: self, UID: os.Getuid(), Host: host, Created: time.Now()})
+	if err != nil {
+		if errors.Is(err, queue.ErrNotDead) {
+			return 0, fmt.Errorf("the %s token is held by a live holder: nothing to reap (see gpu-hold queue -r %s)", o.Resource, o.Resource)
+		}
+		return 0, err
+	}
+	defer g.Release()
+	n := 0
+	for _, d := range g.Dead() {
+		reapOne(d, "reap", "", o.Grace, o.SurvivorWait, o.Log)
+		if err := g.Reaped(d); err != nil {
+			return n, fmt.Errorf("ended dead holder %s but cannot clear it from the queue: %v", d.Describe(), err)
+		}
+		n++
+	}
+	return n, nil
+}

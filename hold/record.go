@@ -1,0 +1,104 @@
+// record.go owns the hold's side of the lineage record: where it goes, and
+// feeding it the hold's times, the tracker's events and the teardown's
+// fates. The format and its writer belong to tracker (docs/RECORD.md).
+package hold
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// recordPath is --dump, else <dir>/<resource>/records/<hold id>.jsonl.
+func recordPath(o *Options, id string) string {
+	if o.Dump != "" {
+		return o.Dump
+	}
+	return tracker.RecordPath(filepath.Join(o.Dir, o.Resource), id)
+}
+
+// recorder streams one hold's record. A record that cannot be written is
+// logged once and the hold goes on: the record serves the hold, not the
+// other way round.
+type recorder struct {
+	w *tracker.RecordWriter
+}
+
+func openRecorder(h *holdRun, granted time.Time) *recorder {
+	o := &h.o
+	path := h.res.Record
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		o.Log.Warn().Err(err).Str("record", path).Msg("cannot create the records directory; no record for this hold (check --dir permissions or give --dump)")
+		return &recorder{}
+	}
+	host, _ := os.Hostname()
+	w, err := tracker.CreateRecord(path, tracker.HoldInfo{
+		ID: h.id, Resource: o.Resource, Label: o.Label, Ticket: h.ticket.Seq, Holder: h.ticket.Holder,
+		UID: os.Getuid(), Host: host, Cmd: o.Cmd, Backend: h.res.Backend, BackendNote: h.backendNote,
+		Times: tracker.HoldTimes{Queued: h.queued, Granted: granted},
+	})
+	if err != nil {
+		o.Log.Warn().Err(err).Str("record", path).Msg("cannot write the hold's record; holding without one (check --dir permissions or give --dump)")
+		return &recorder{}
+	}
+	if o.Dump == "" {
+		if err := tracker.PruneRecords(filepath.Dir(path), o.KeepRecords, o.RecordAge); err != nil {
+			o.Log.Debug().Err(err).Msg("pruning old records")
+		}
+	}
+	return &recorder{w: w}
+}
+
+func (r *recorder) update(fn func(*tracker.HoldInfo)) {
+	if r.w != nil {
+		r.w.Update(fn)
+	}
+}
+
+func (r *recorder) event(ev tracker.Event) {
+	if r.w != nil {
+		r.w.Event(ev)
+	}
+}
+
+func (r *recorder) fate(id proc.Ident, f tracker.Fate, at time.Time) {
+	if r.w != nil {
+		r.w.Fate(id, f, at)
+	}
+}
+
+func (r *recorder) started(root proc.Ident, cgroup string, at time.Time) {
+	r.update(func(h *tracker.HoldInfo) {
+		h.Payload = &root
+		h.PGID = root.PID
+		if sid, err := unix.Getsid(root.PID); err == nil {
+			h.SID = sid
+		}
+		h.Cgroup = cgroup
+		h.Times.PayloadStart = at
+	})
+}
+
+func (r *recorder) close(res *Result, released time.Time) {
+	if r.w == nil {
+		return
+	}
+	code := res.Code
+	r.w.Update(func(h *tracker.HoldInfo) {
+		h.ExitCode = &code
+		h.Cause = res.Cause
+		h.Signal = int(res.Signal)
+		h.Times.Released = released
+	})
+	r.w.Close()
+}
+
+// reaped notes, in this hold's own record, a dead holder's lineage it ended.
+func (r *recorder) reaped(rh tracker.ReapedHold) {
+	r.update(func(h *tracker.HoldInfo) { h.Reaped = append(h.Reaped, rh) })
+}

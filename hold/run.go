@@ -1,0 +1,374 @@
+// Package hold runs one hold: queue for the token, launch the payload
+// tracked from its first instruction, wait for its end (exit, max hold,
+// signal, memory floor), tear down the whole lineage, check the device,
+// write the record and only then release. run.go owns that sequence.
+package hold
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// Causes of a hold's end, as logged and recorded.
+const (
+	CauseExited    = tracker.CauseExited     // the payload's own process exited
+	CauseSignal    = tracker.CauseSignal     // the payload was killed by a signal from outside
+	CauseMaxHold   = tracker.CauseMaxHold    // --max-hold ran out
+	CauseSignalled = tracker.CauseSignalled  // the hold itself got TERM/INT/HUP
+	CauseMemFloor  = tracker.CauseMemFloor   // available memory fell below --mem-floor
+	CauseLaunch    = tracker.CauseExecFailed // the payload could not be started
+	CauseQueue     = tracker.Cause("queue")  // never got the token
+	CauseError     = tracker.CauseError      // gpu-hold's own failure
+)
+
+// Result is how a hold ended.
+type Result struct {
+	Code     int
+	Cause    tracker.Cause
+	Signal   syscall.Signal // the payload's killing signal, or the one the hold got
+	HoldID   string
+	Record   string
+	Backend  string
+	Teardown Outcome
+}
+
+// Error is a failure with the exit code it maps to.
+type Error struct {
+	Code int
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func failf(code int, format string, a ...any) error {
+	return &Error{Code: code, Err: fmt.Errorf(format, a...)}
+}
+
+// newHoldID names a hold: time of day plus randomness, unique per host.
+func newHoldID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// Run performs one hold and returns its exit code and cause. An error is
+// returned (with its code, see Error) for failures before the payload ran.
+func Run(ctx context.Context, o Options) (Result, error) {
+	log := o.Log
+	if err := o.Validate(); err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
+	if err := checkCommand(o.Cmd[0]); err != nil {
+		var le *LaunchError
+		errors.As(err, &le)
+		return Result{Code: le.Code, Cause: CauseLaunch}, &Error{Code: le.Code, Err: err}
+	}
+	h := &holdRun{o: o, id: newHoldID()}
+	h.res.HoldID = h.id
+
+	// Signals from here on end the hold (while waiting: remove the ticket).
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+	signal.Ignore(syscall.SIGPIPE)
+
+	// Pick the tracker before queueing: a host that cannot track must not
+	// make anyone wait for it.
+	backend, note, err := chooseBackend(o.Track, log)
+	if err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
+	h.res.Backend, h.backendNote = backend, note
+	if h.devices, err = devicePatterns(&o); err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
+
+	grant, err := h.acquire(ctx, sigc)
+	if err != nil {
+		return h.res, err
+	}
+	granted := time.Now()
+	h.rec = openRecorder(h, granted)
+	err = h.reapDead(ctx, grant)
+	if err == nil {
+		_, err = h.hold(ctx, backend, sigc)
+	}
+	if err != nil && h.res.Code == 0 {
+		h.res.Code, h.res.Cause = ExitUsage, CauseError
+	}
+	// The record is complete before the token goes to the next ticket.
+	h.rec.close(&h.res, time.Now())
+	if rerr := grant.Release(); rerr != nil {
+		log.Error().Err(rerr).Msg("releasing the token failed; the next hold takes it over when this process exits")
+	} else {
+		log.Info().Str("resource", o.Resource).Msg("token released")
+	}
+	h.writeMetrics(granted, time.Now())
+	return h.res, err
+}
+
+// holdRun is the state of one hold.
+type holdRun struct {
+	o             Options
+	id            string
+	res           Result
+	ticket        queue.Ticket
+	rec           *recorder
+	queued        time.Time
+	backendNote   string
+	devices       []string  // device node patterns checked at release
+	deviceHolders int       // holders found after teardown
+	lost          uint64    // events the tracker lost
+	memSource     MemSource // nil: /proc/meminfo
+}
+
+// acquire takes a ticket and waits for the token (event-driven); a signal
+// or the wait allowance removes the ticket and ends the hold with 75/128+S.
+func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant, error) {
+	o, log := &h.o, h.o.Log
+	q, err := queue.OpenDir(o.Dir, o.Resource, queue.DirOptions{Warn: func(msg string) { log.Warn().Msg(msg) }})
+	if err != nil {
+		return nil, &Error{Code: ExitUsage, Err: err}
+	}
+	self, err := proc.Self()
+	if err != nil {
+		return nil, failf(ExitUsage, "cannot read own identity from /proc: %v", err)
+	}
+	host, _ := os.Hostname()
+	h.queued = time.Now()
+	h.res.Record = recordPath(o, h.id)
+	w, err := q.Enqueue(queue.Ticket{
+		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
+		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record,
+	})
+	if err != nil {
+		return nil, &Error{Code: ExitUsage, Err: err}
+	}
+	h.ticket = w.Ticket()
+	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Str("label", o.Label).Msg("waiting for the token")
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if o.Wait > 0 {
+		wctx, cancel = context.WithTimeout(wctx, o.Wait)
+		defer cancel()
+	}
+	var got os.Signal
+	go func() {
+		select {
+		case s := <-sigc:
+			got = s
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	status := newStatusLine(o.Status)
+	grant, err := w.Wait(wctx, status.update)
+	status.clear()
+	if err != nil {
+		w.Cancel()
+		var to *queue.WaitTimeout
+		switch {
+		case got != nil:
+			h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), CauseSignalled, got.(syscall.Signal)
+			return nil, failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
+		case errors.As(err, &to):
+			h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+			return nil, &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed (raise -w, or see gpu-hold queue -r %s)", err, h.ticket.Seq, o.Resource)}
+		case errors.Is(err, queue.ErrRemoved):
+			h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+			return nil, failf(ExitQueue, "ticket %d was removed from the %s queue while waiting (gpu-hold cancel or an admin); not running the command", h.ticket.Seq, o.Resource)
+		}
+		return nil, &Error{Code: ExitUsage, Err: fmt.Errorf("waiting for the %s token: %w", o.Resource, err)}
+	}
+	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited", time.Since(h.queued)).Msg("token taken")
+	return grant, nil
+}
+
+// hold runs the payload under the token and tears it down.
+func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal) (Result, error) {
+	o, log := &h.o, h.o.Log
+
+	tr, err := tracker.New(backend, tracker.Options{Sink: h.rec.event, HoldID: h.id})
+	if err != nil {
+		return h.fail(ExitUsage, "cannot start the %s tracker: %v; try --track=proc", backend, err)
+	}
+	defer tr.Close()
+
+	cg, err := h.makeCgroup()
+	if err != nil {
+		return h.fail(ExitUsage, "%v", err)
+	}
+	if cg != nil {
+		defer cg.Remove(2 * time.Second)
+	}
+	baseline := h.deviceBaseline()
+
+	env := []string{"GPU_HOLD_ID=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
+	cmd, root, err := launch(o, tr, cg, env)
+	if err != nil && cg != nil && o.Cgroup == "auto" && cmd == nil && !isLaunchError(err) {
+		// clone3 into the cgroup refused: run without containment.
+		log.Warn().Err(err).Msg("cannot start the payload in its own cgroup; running without it")
+		cg.Remove(0)
+		cg = nil
+		cmd, root, err = launch(o, tr, nil, env)
+	}
+	if err != nil {
+		var le *LaunchError
+		if errors.As(err, &le) {
+			h.res.Code, h.res.Cause = le.Code, CauseLaunch
+			return h.res, &Error{Code: le.Code, Err: err}
+		}
+		return h.fail(ExitUsage, "%v", err)
+	}
+	start := time.Now()
+	h.rec.started(root, cgroupPath(cg), start)
+	log.Info().Int("pid", root.PID).Str("backend", tr.Backend()).Bool("cgroup", cg != nil).Strs("cmd", o.Cmd).Msg("payload started")
+
+	// Wait for the end: the payload's own exit, the deadline, a signal, or
+	// the memory floor.
+	exited := make(chan *os.ProcessState, 1)
+	go func() {
+		cmd.Wait()
+		exited <- cmd.ProcessState
+	}()
+	var deadline <-chan time.Time
+	if o.MaxHold > 0 {
+		t := time.NewTimer(o.MaxHold)
+		defer t.Stop()
+		deadline = t.C
+		h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.Deadline = start.Add(o.MaxHold) })
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	memLow := h.watchMemory(mctx)
+
+	var ps *os.ProcessState
+	select {
+	case ps = <-exited:
+		h.res.Code, h.res.Cause, h.res.Signal = exitCode(ps)
+		log.Info().Int("code", h.res.Code).Str("cause", string(h.res.Cause)).Msg("payload exited; ending what it left running")
+	case <-deadline:
+		h.res.Code, h.res.Cause = ExitMaxHold, CauseMaxHold
+		log.Warn().Dur("max_hold", o.MaxHold).Msg("max hold reached; ending the payload")
+	case s := <-sigc:
+		sig := s.(syscall.Signal)
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), CauseSignalled, sig
+		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
+	case low := <-memLow:
+		h.res.Code, h.res.Cause = ExitMemFloor, CauseMemFloor
+		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")
+	}
+	// Further signals during teardown do not cut it short.
+	go func() {
+		for s := range sigc {
+			log.Warn().Str("signal", s.String()).Msg("already ending the hold; teardown continues")
+		}
+	}()
+
+	td := &teardown{tr: tr, pgid: root.PID, cg: cg, grace: o.Grace, survivorWait: o.SurvivorWait, log: log, fate: h.rec.fate}
+	td.onKill = func(at time.Time) { h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.KillStart = at }) }
+	h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.TeardownStart = time.Now() })
+	out := td.run()
+	h.res.Teardown = out
+	if ps == nil {
+		select {
+		case ps = <-exited:
+		case <-time.After(o.SurvivorWait + time.Second):
+			log.Error().Int("pid", root.PID).Msg("the payload's own process did not exit")
+		}
+	}
+	if ps != nil {
+		h.rec.event(rootExitEvent(root, ps))
+	}
+	survivors := make([]proc.Ident, 0, len(out.Survivors))
+	for _, st := range out.Survivors {
+		survivors = append(survivors, st.Ident)
+		log.Error().Int("pid", st.PID).Uint64("start", st.Start).Str("comm", st.Comm).Str("state", string(st.State)).
+			Msg("survivor: still alive after KILL and the survivor wait; releasing the token with it on record")
+	}
+	counters := tr.Counters()
+	h.lost = counters.LostEvents
+	h.rec.update(func(hi *tracker.HoldInfo) {
+		hi.Times.TeardownEnd = out.End
+		hi.Survivors = survivors
+		hi.Counters = counters
+	})
+	if counters.LostEvents > 0 || counters.MapOverflow > 0 {
+		log.Warn().Uint64("lost_events", counters.LostEvents).Uint64("map_overflow", counters.MapOverflow).
+			Msg("the tracker lost events: the record is incomplete (the teardown still ended the group and cgroup)")
+	}
+	h.checkDevices(ctx, baseline)
+	log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).
+		Dur("teardown", out.End.Sub(out.Start)).Interface("survivors", survivors).Str("record", h.res.Record).
+		Msg("hold ended")
+	return h.res, nil
+}
+
+func (h *holdRun) fail(code int, format string, a ...any) (Result, error) {
+	h.res.Code = code
+	return h.res, failf(code, format, a...)
+}
+
+// makeCgroup creates the payload's cgroup per --cgroup: auto uses one when
+// the host allows it, on requires one, off never makes one.
+func (h *holdRun) makeCgroup() (*cgroup, error) {
+	if h.o.Cgroup == "off" {
+		return nil, nil
+	}
+	cg, err := newCgroup(h.id)
+	if err != nil {
+		if h.o.Cgroup == "on" {
+			return nil, fmt.Errorf("--cgroup=on but %v; run as root on cgroup v2, or use --cgroup=auto", err)
+		}
+		h.o.Log.Debug().Err(err).Msg("no cgroup containment")
+		return nil, nil
+	}
+	return cg, nil
+}
+
+// exitCode maps the payload's end to the hold's exit code.
+func exitCode(ps *os.ProcessState) (int, tracker.Cause, syscall.Signal) {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ExitSignal(ws.Signal()), CauseSignal, ws.Signal()
+	}
+	return ps.ExitCode(), CauseExited, 0
+}
+
+// rootExitEvent is the payload's exit as os/exec reaped it: the one exit
+// status every backend knows exactly.
+func rootExitEvent(root proc.Ident, ps *os.ProcessState) tracker.Event {
+	ev := tracker.Event{Kind: tracker.Exit, Time: time.Now(), Ident: root}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		s := int(ws.Signal())
+		ev.Signal = &s
+	} else {
+		c := ps.ExitCode()
+		ev.ExitCode = &c
+	}
+	return ev
+}
+
+func cgroupPath(cg *cgroup) string {
+	if cg == nil {
+		return ""
+	}
+	return cg.Path
+}
+
+func isLaunchError(err error) bool {
+	var le *LaunchError
+	return errors.As(err, &le)
+}

@@ -1,0 +1,178 @@
+// watch.go owns event-driven waiting on a set of processes: each watched
+// process has a pidfd in one epoll set, and a pidfd becomes readable when its
+// process exits (even one that is not our child). Teardown waits here instead
+// of sleeping.
+package hold
+
+import (
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// watcher holds verified pidfds of live processes in an epoll set.
+type watcher struct {
+	mu      sync.Mutex
+	epfd    int
+	handles map[proc.Ident]*proc.Handle
+	byFD    map[int32]proc.Ident
+	limit   int // most pidfds to hold at once; beyond it, callers rescan on a timer
+	efd     int // eventfd that a tracker's Changed channel writes to (0: none)
+}
+
+func newWatcher() (*watcher, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	limit := 4096
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur > 1024 {
+		limit = int(rl.Cur) - 512
+	}
+	return &watcher{epfd: epfd, handles: map[proc.Ident]*proc.Handle{}, byFD: map[int32]proc.Ident{}, limit: limit}, nil
+}
+
+// full reports whether the watcher holds as many pidfds as it may.
+func (w *watcher) full() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.handles) >= w.limit
+}
+
+// add watches id; a process that is gone already is not added. It returns
+// the handle (also used to signal it), or nil when id is gone.
+func (w *watcher) add(id proc.Ident) *proc.Handle {
+	w.mu.Lock()
+	if h, ok := w.handles[id]; ok {
+		w.mu.Unlock()
+		return h
+	}
+	full := len(w.handles) >= w.limit
+	w.mu.Unlock()
+	h, err := proc.Open(id)
+	if err != nil {
+		return nil
+	}
+	if full {
+		return h // the caller closes it after use: not watched
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(h.FD)}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, h.FD, &ev); err != nil {
+		return h
+	}
+	w.mu.Lock()
+	w.handles[id] = h
+	w.byFD[int32(h.FD)] = id
+	w.mu.Unlock()
+	return h
+}
+
+// watched reports whether h is held by the watcher (else the caller closes it).
+func (w *watcher) watched(h *proc.Handle) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handles[h.Ident] == h
+}
+
+// signal sends sig to id through a verified pidfd; false when id is gone.
+func (w *watcher) signal(id proc.Ident, sig syscall.Signal) bool {
+	h := w.add(id)
+	if h == nil {
+		return false
+	}
+	err := h.Signal(sig)
+	if !w.watched(h) {
+		h.Close()
+	}
+	return err == nil
+}
+
+// follow makes changed (a tracker's birth/exit notices) wake wait too,
+// through an eventfd in the same epoll set. It returns when stop closes.
+func (w *watcher) follow(changed <-chan struct{}, stop <-chan struct{}) error {
+	if changed == nil {
+		return nil
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd)}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
+		unix.Close(efd)
+		return err
+	}
+	w.mu.Lock()
+	w.efd = efd
+	w.mu.Unlock()
+	go func() {
+		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-changed:
+				unix.Write(efd, one)
+			}
+		}
+	}()
+	return nil
+}
+
+// wait blocks until a watched process exits, the tracker reports a change,
+// or timeout passes (timeout < 0: no timeout). Exited processes are dropped.
+func (w *watcher) wait(timeout time.Duration) {
+	ms := -1
+	if timeout >= 0 {
+		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
+	}
+	w.epollOnce(ms)
+}
+
+// epollOnce waits up to ms for exits and drops the exited; true if any.
+func (w *watcher) epollOnce(ms int) bool {
+	evs := make([]unix.EpollEvent, 256)
+	n, err := unix.EpollWait(w.epfd, evs, ms)
+	if err != nil || n <= 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ev := range evs[:n] {
+		if w.efd > 0 && ev.Fd == int32(w.efd) {
+			var buf [8]byte
+			unix.Read(w.efd, buf[:])
+			continue
+		}
+		id, ok := w.byFD[ev.Fd]
+		if !ok {
+			continue
+		}
+		h := w.handles[id]
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, h.FD, nil)
+		h.Close()
+		delete(w.handles, id)
+		delete(w.byFD, ev.Fd)
+	}
+	return true
+}
+
+// close releases every pidfd and the epoll set.
+func (w *watcher) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.handles {
+		h.Close()
+	}
+	w.handles = nil
+	w.byFD = nil
+	unix.Close(w.epfd)
+	if w.efd > 0 {
+		unix.Close(w.efd)
+	}
+}

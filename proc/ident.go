@@ -1,0 +1,115 @@
+// Package proc holds process identity: a pid together with its start time,
+// read from /proc, and signals sent through pidfds opened only after that
+// identity was checked. It is the leaf that tracker, queue and hold share.
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Ident names one process for its whole life: pids are reused, the pair
+// (pid, start time) is not. Start is /proc/PID/stat field 22, in clock ticks
+// since boot.
+type Ident struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+func (id Ident) String() string { return fmt.Sprintf("%d@%d", id.PID, id.Start) }
+
+// Stat is the part of /proc/PID/stat the tracker and teardown need.
+type Stat struct {
+	Ident
+	State byte // R, S, D, Z, T, t, X, I...
+	PPID  int
+	PGID  int
+	SID   int
+	Comm  string
+}
+
+// Dead reports whether the process has exited: a zombie counts as dead.
+func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' }
+
+// ErrGone means the process no longer exists (or its pid names another process).
+var ErrGone = errors.New("process is gone")
+
+// ReadStat reads /proc/PID/stat. It returns ErrGone when the pid does not exist.
+func ReadStat(pid int) (Stat, error) {
+	var buf [512]byte
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+			return Stat{}, ErrGone
+		}
+		return Stat{}, err
+	}
+	n, err := f.Read(buf[:])
+	f.Close()
+	if err != nil {
+		return Stat{}, ErrGone // a process that died while we read
+	}
+	return parseStat(pid, string(buf[:n]))
+}
+
+// parseStat parses the text of /proc/PID/stat. The command name may hold
+// spaces and parentheses, so fields are counted from the last ')'.
+func parseStat(pid int, s string) (Stat, error) {
+	open := strings.IndexByte(s, '(')
+	close := strings.LastIndexByte(s, ')')
+	if open < 0 || close < open || close+2 >= len(s) {
+		return Stat{}, fmt.Errorf("/proc/%d/stat is malformed", pid)
+	}
+	st := Stat{Comm: s[open+1 : close]}
+	st.PID = pid
+	rest := s[close+2:]
+	// Fields after comm start at field 3 (state); we need 3,4,5,6 and 22.
+	var field int = 3
+	for field <= 22 && len(rest) > 0 {
+		sp := strings.IndexByte(rest, ' ')
+		var tok string
+		if sp < 0 {
+			tok, rest = rest, ""
+		} else {
+			tok, rest = rest[:sp], rest[sp+1:]
+		}
+		switch field {
+		case 3:
+			if len(tok) > 0 {
+				st.State = tok[0]
+			}
+		case 4:
+			st.PPID, _ = strconv.Atoi(tok)
+		case 5:
+			st.PGID, _ = strconv.Atoi(tok)
+		case 6:
+			st.SID, _ = strconv.Atoi(tok)
+		case 22:
+			v, err := strconv.ParseUint(tok, 10, 64)
+			if err != nil {
+				return Stat{}, fmt.Errorf("/proc/%d/stat: bad start time %q", pid, tok)
+			}
+			st.Start = v
+		}
+		field++
+	}
+	if field <= 22 {
+		return Stat{}, fmt.Errorf("/proc/%d/stat is truncated", pid)
+	}
+	return st, nil
+}
+
+// Self returns the identity of the calling process.
+func Self() (Ident, error) {
+	st, err := ReadStat(os.Getpid())
+	return st.Ident, err
+}
+
+// Alive reports whether id still names a live (non-zombie) process.
+func Alive(id Ident) bool {
+	st, err := ReadStat(id.PID)
+	return err == nil && st.Start == id.Start && !st.Dead()
+}

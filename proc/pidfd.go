@@ -1,0 +1,69 @@
+// pidfd.go owns signalling: a pidfd is opened for a pid, the pid's start
+// time is checked after the open (so the fd cannot name a recycled pid),
+// and only then is a signal sent through the fd.
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+var errESRCH = syscall.ESRCH
+
+// Handle is an open pidfd for a process whose identity was verified.
+type Handle struct {
+	Ident
+	FD int
+}
+
+// Open opens a pidfd for id. It returns ErrGone when the pid does not exist,
+// has exited (zombie), or now names a different process.
+func Open(id Ident) (*Handle, error) {
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil, ErrGone
+		}
+		return nil, fmt.Errorf("pidfd_open(%d): %w", id.PID, err)
+	}
+	// The fd now pins this pid; check it still is the process we mean.
+	st, err := ReadStat(id.PID)
+	if err != nil || st.Start != id.Start || st.Dead() {
+		unix.Close(fd)
+		return nil, ErrGone
+	}
+	return &Handle{Ident: id, FD: fd}, nil
+}
+
+// Signal sends sig through the pidfd. A process that exited meanwhile yields ErrGone.
+func (h *Handle) Signal(sig syscall.Signal) error {
+	err := unix.PidfdSendSignal(h.FD, sig, nil, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return ErrGone
+	}
+	return err
+}
+
+// Exited reports, without blocking, whether the process has exited.
+func (h *Handle) Exited() bool {
+	fds := []unix.PollFd{{Fd: int32(h.FD), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// Close releases the pidfd.
+func (h *Handle) Close() error { return unix.Close(h.FD) }
+
+// Signal opens a verified pidfd for id, sends sig and closes it.
+// It never signals a pid whose start time differs from id.Start.
+func Signal(id Ident, sig syscall.Signal) error {
+	h, err := Open(id)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return h.Signal(sig)
+}

@@ -1,0 +1,193 @@
+// grant.go owns the held token: the dead holders handed to the new holder
+// (kept on disk until Reaped), Release, TakeDead for `gpu-hold reap`, and
+// the tidying a new holder does of what dead processes left behind.
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+type grant struct {
+	q    *dirQueue
+	mu   sync.Mutex
+	e    entry // our granted ticket
+	fd   int   // holds its lock; -1 once released
+	tok  *tokenLock
+	dead []entry
+}
+
+func (g *grant) Ticket() Ticket { return g.e.Ticket }
+
+// Dead lists the holders that died without releasing, by seq.
+func (g *grant) Dead() []Ticket {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]Ticket, len(g.dead))
+	for i, e := range g.dead {
+		out[i] = e.Ticket
+	}
+	return out
+}
+
+// Reaped records that dead's lineage was ended: its ticket is removed, or,
+// when it is another user's file we may not remove, a reaped marker bound
+// to its identity is written beside it.
+func (g *grant) Reaped(dead Ticket) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fd < 0 {
+		return fmt.Errorf("Reaped(ticket %d) after Release: the token is no longer held", dead.Seq)
+	}
+	for i, e := range g.dead {
+		if e.Seq != dead.Seq || e.Holder != dead.Holder {
+			continue
+		}
+		if err := g.q.removeIfSame(e.name, e.dev, e.ino); err != nil {
+			if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+				return fmt.Errorf("cannot remove dead holder's ticket %s/%s: %v", g.q.path, e.name, err)
+			}
+			if err := g.q.writeMarker(&e); err != nil {
+				return err
+			}
+		}
+		g.dead = append(g.dead[:i], g.dead[i+1:]...)
+		return nil
+	}
+	return fmt.Errorf("ticket %d is not a dead holder handed to this grant", dead.Seq)
+}
+
+func (q *dirQueue) writeMarker(e *entry) error {
+	m := marker{Seq: e.Seq, Holder: e.Holder, Created: e.Created, ReapedBy: q.euid, Reaped: time.Now()}
+	b, _ := json.Marshal(m)
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	name := fmt.Sprintf("%s%0*d.%s", reapedPrefix, seqDigits, e.Seq, hex.EncodeToString(rnd[:]))
+	fd, _, err := q.publish(name, append(b, '\n'), true)
+	if err != nil {
+		return fmt.Errorf("cannot record that dead holder %s was reaped: %v", e.Describe(), err)
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// Release removes our ticket, then unlocks the token (explicitly, before
+// the close that wakes the next ticket). It is idempotent.
+func (g *grant) Release() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fd < 0 {
+		return nil
+	}
+	err := g.q.removeIfSame(g.e.name, g.e.dev, g.e.ino)
+	g.tok.close()
+	unix.Close(g.fd)
+	g.fd = -1
+	if err != nil {
+		return fmt.Errorf("token released, but cannot remove ticket %s/%s: %v; remove it by hand", g.q.path, g.e.name, err)
+	}
+	return nil
+}
+
+// TakeDead takes the token only if it is free (its holder, if any, died):
+// for `gpu-hold reap`. It does not wait in the queue; a live holder gives
+// ErrNotDead.
+func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	me, err := q.fill(me)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := q.openToken()
+	if err != nil {
+		return nil, err
+	}
+	got, err := q.tryLock(tok)
+	if err == nil && !got && tok.fd >= 0 {
+		got, err = q.tryLock(tok) // once more, if the token file was replaced
+	}
+	if err != nil || !got {
+		tok.close()
+		if err != nil {
+			return nil, err
+		}
+		desc := "a process with no valid ticket"
+		if s, err := q.scan(); err == nil && s.holder(q) != nil {
+			desc = s.holder(q).Describe()
+		} else if pid := q.tokenLockPID(); pid > 0 {
+			desc = fmt.Sprintf("pid %d (no valid ticket)", pid)
+		}
+		return nil, fmt.Errorf("%w: %s holds the token of %s", ErrNotDead, desc, q.path)
+	}
+	snap, err := q.scan()
+	if err != nil {
+		tok.close()
+		return nil, err
+	}
+	dead := snap.dead()
+	q.cleanup(snap)
+	// A ticket, granted from birth, so waiters see who holds the token and
+	// wake when it is released.
+	me.Granted = time.Now()
+	e, fd, err := q.newTicket(me)
+	if err != nil {
+		tok.close()
+		return nil, err
+	}
+	return &grant{q: q, e: e, fd: fd, tok: tok, dead: dead}, nil
+}
+
+// cleanup runs under the token: it removes, where this user may, the
+// tickets of waiters that died, dead holders' tickets that were reaped,
+// markers whose ticket is gone, and files left by a process that died while
+// publishing. What it may not remove (another user's) is left, and skipped.
+func (q *dirQueue) cleanup(s *snapshot) {
+	names := map[string]bool{}
+	for _, e := range s.tickets {
+		names[e.name] = true
+		switch {
+		case e.live:
+		case !e.granted():
+			if q.removeIfSame(e.name, e.dev, e.ino) == nil {
+				names[e.name] = false
+			}
+		case s.reaped(&e):
+			if q.removeIfSame(e.name, e.dev, e.ino) == nil {
+				names[e.name] = false
+			}
+		}
+	}
+	for seq, ms := range s.markers {
+		if names[ticketName(seq)] {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(q.fd, ticketName(seq), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			continue // a ticket we could not read: keep its markers
+		}
+		for _, m := range ms {
+			q.removeIfSame(m.name, m.dev, m.ino)
+		}
+	}
+	for _, name := range s.temps {
+		fd, st, err := q.openRegular(name, unix.O_RDONLY)
+		if err != nil {
+			continue
+		}
+		live, _ := lockedByOther(fd)
+		unix.Close(fd)
+		if !live && time.Since(time.Unix(st.Mtim.Unix())) > time.Minute {
+			q.removeIfSame(name, st.Dev, st.Ino)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+// Package queue owns waiting and the exclusive token of a resource: FIFO
+// tickets, the holder's identity, and what is handed to the next ticket when
+// a holder died without releasing. It knows nothing of a holder's lineage.
+// queue.go owns the Queue interface and the records it exchanges.
+package queue
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// Ticket is a place in a resource's queue. Seq is assigned by the queue,
+// atomically, and orders the queue.
+type Ticket struct {
+	Seq      uint64     `json:"seq"`
+	Resource string     `json:"resource"`
+	Label    string     `json:"label,omitempty"`
+	Holder   proc.Ident `json:"holder"` // the gpu-hold process that owns the ticket
+	UID      int        `json:"uid"`
+	Host     string     `json:"host"`
+	Cmd      []string   `json:"cmd,omitempty"`
+	Created  time.Time  `json:"created"`
+	// HoldID names the hold; Record is the path of its streamed lineage
+	// record, through which a successor can end a dead holder's lineage.
+	HoldID string `json:"hold_id,omitempty"`
+	Record string `json:"record,omitempty"`
+	// Granted is set on the holder's entry once it took the token.
+	Granted time.Time `json:"granted,omitempty"`
+}
+
+// Queue is one resource's queue. The directory backend is the first; a
+// distributed one can be added behind the same interface.
+type Queue interface {
+	// Enqueue takes a ticket for t (its Seq is assigned) and returns it.
+	Enqueue(t Ticket) (Waiter, error)
+	// Status lists the holder (if any) and the waiters in order.
+	Status() (Status, error)
+	// Cancel removes waiting ticket seq. Only its owner (uid) or root may.
+	Cancel(seq uint64, uid int) error
+	// TakeDead takes the token when its holder is dead, for `gpu-hold reap`:
+	// it returns ErrNotDead when the token is held by a live holder, and a
+	// Grant with no Dead entries when the token was free.
+	TakeDead(ctx context.Context, me Ticket) (Grant, error)
+}
+
+// Waiter is a ticket waiting for the token.
+type Waiter interface {
+	Ticket() Ticket
+	// Wait blocks until this ticket is first and the token is free, then
+	// takes the token. It is event-driven (no poll quantum). It returns:
+	//   ErrRemoved  when the ticket was removed by someone else;
+	//   ctx.Err()   when ctx ends (the -w allowance, or a signal), after
+	//               removing the ticket; the error is a *WaitTimeout when
+	//               the allowance ran out, naming the current holder.
+	// progress (may be nil) is called when the position or holder changes.
+	Wait(ctx context.Context, progress func(Position)) (Grant, error)
+	// Cancel removes the ticket (idempotent).
+	Cancel() error
+}
+
+// Grant is the token, held. Dead lists previous holders that died without
+// releasing: the caller must end their lineage, then call Reaped for each,
+// before starting its payload. Until Reaped is called the dead holder stays
+// on record, so a successor that dies while reaping hands it on again.
+type Grant interface {
+	Ticket() Ticket
+	Dead() []Ticket
+	Reaped(dead Ticket) error
+	// Release gives the token to the next ticket and removes ours.
+	Release() error
+}
+
+// Position is what a waiter knows about its place.
+type Position struct {
+	Ahead  int     // tickets ahead of ours, excluding the holder
+	Holder *Ticket // current holder, if any
+}
+
+// Status is a snapshot of a queue.
+type Status struct {
+	Resource string   `json:"resource"`
+	Holder   *Ticket  `json:"holder,omitempty"`
+	Waiters  []Ticket `json:"waiters"`
+	Dead     []Ticket `json:"dead,omitempty"`    // holders that died and are not yet reaped
+	Skipped  []string `json:"skipped,omitempty"` // files in the directory that are not ours (reported, ignored)
+}
+
+var (
+	// ErrRemoved: the ticket was removed by someone else while waiting.
+	ErrRemoved = errors.New("ticket was removed while waiting")
+	// ErrNotDead: the token's holder is alive.
+	ErrNotDead = errors.New("token holder is alive")
+	// ErrNotOwner: a cancel by someone who neither owns the ticket nor is root.
+	ErrNotOwner = errors.New("ticket belongs to another user")
+	// ErrNoTicket: no such ticket.
+	ErrNoTicket = errors.New("no such ticket")
+)
+
+// WaitTimeout is returned when the -w allowance ran out.
+type WaitTimeout struct {
+	Waited time.Duration
+	Holder *Ticket
+}
+
+func (e *WaitTimeout) Error() string {
+	if e.Holder == nil {
+		return "the wait allowance of " + e.Waited.String() + " ran out"
+	}
+	return "the wait allowance of " + e.Waited.String() + " ran out; the token is held by " +
+		e.Holder.Describe() + " for " + time.Since(e.Holder.Granted).Round(time.Second).String()
+}
+
+// Describe names a ticket for messages: label, pid, uid and seq.
+func (t Ticket) Describe() string {
+	label := t.Label
+	if label == "" {
+		label = "(no label)"
+	}
+	return label + " (ticket " + strconv.FormatUint(t.Seq, 10) + ", pid " + strconv.Itoa(t.Holder.PID) + ", uid " + strconv.Itoa(t.UID) + ")"
+}

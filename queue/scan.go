@@ -1,0 +1,294 @@
+// scan.go owns reading the queue directory: every ticket with its validity
+// and liveness (whether its owner still holds the ticket's lock), the reaped
+// markers, and the problem files, which are reported once and skipped.
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+const (
+	ticketPrefix = "t."
+	reapedPrefix = "reaped."
+	seqDigits    = 20
+)
+
+func ticketName(seq uint64) string { return fmt.Sprintf("%s%0*d", ticketPrefix, seqDigits, seq) }
+
+// parseSeq parses the 20-digit sequence number that follows prefix in name;
+// rest is what follows the digits.
+func parseSeq(name, prefix string) (seq uint64, rest string, ok bool) {
+	s, found := strings.CutPrefix(name, prefix)
+	if !found || len(s) < seqDigits {
+		return 0, "", false
+	}
+	for _, c := range s[:seqDigits] {
+		if c < '0' || c > '9' {
+			return 0, "", false
+		}
+	}
+	v, err := strconv.ParseUint(s[:seqDigits], 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return v, s[seqDigits:], true
+}
+
+// entry is a valid ticket file.
+type entry struct {
+	Ticket
+	name     string
+	dev, ino uint64
+	live     bool // its owner holds its lock: the owning process is alive
+}
+
+func (e *entry) granted() bool { return !e.Granted.IsZero() }
+
+// marker records that a dead holder's lineage was reaped, when its ticket
+// (another user's file) could not be removed. It binds to the dead ticket's
+// identity, so it cannot be planted ahead of time.
+type marker struct {
+	Seq      uint64     `json:"seq"`
+	Holder   proc.Ident `json:"holder"`
+	Created  time.Time  `json:"created"`
+	ReapedBy int        `json:"reaped_by"`
+	Reaped   time.Time  `json:"reaped"`
+}
+
+type markerFile struct {
+	marker
+	name     string
+	dev, ino uint64
+}
+
+func (m *marker) matches(e *entry) bool {
+	return m.Seq == e.Seq && m.Holder == e.Holder && m.Created.Equal(e.Created)
+}
+
+// snapshot is one read of the directory.
+type snapshot struct {
+	tickets []entry // valid tickets by seq
+	markers map[uint64][]markerFile
+	temps   []string // names of files being published
+	skipped []string // problem files, reported
+	maxSeq  uint64   // highest seq named in the dir, valid or not
+}
+
+// names lists the directory.
+func (q *dirQueue) names() ([]string, error) {
+	fd, err := unix.Openat(q.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read queue dir %s: %v", q.path, err)
+	}
+	f := os.NewFile(uintptr(fd), q.path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read queue dir %s: %v", q.path, err)
+	}
+	return names, nil
+}
+
+// scan reads every file of the queue; it changes nothing.
+func (q *dirQueue) scan() (*snapshot, error) {
+	names, err := q.names()
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{markers: map[uint64][]markerFile{}}
+	for _, name := range names {
+		if seq, rest, ok := parseSeq(name, ticketPrefix); ok && rest == "" {
+			s.maxSeq = max(s.maxSeq, seq)
+			if e, ok := q.readTicket(name, seq); ok {
+				s.tickets = append(s.tickets, e)
+			} else if e.name != "" {
+				s.skipped = append(s.skipped, name)
+			}
+			continue
+		}
+		if seq, rest, ok := parseSeq(name, reapedPrefix); ok && strings.HasPrefix(rest, ".") {
+			if m, ok := q.readMarker(name, seq); ok {
+				s.markers[seq] = append(s.markers[seq], m)
+			} else {
+				s.skipped = append(s.skipped, name)
+			}
+			continue
+		}
+		switch {
+		case name == tokenName || name == seqName:
+		case strings.HasPrefix(name, tmpPrefix):
+			s.temps = append(s.temps, name)
+		default:
+			s.skipped = append(s.skipped, name)
+			var st unix.Stat_t
+			unix.Fstatat(q.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (%s of uid %d): not a gpu-hold file; remove it if nobody needs it", q.path, name, kind(st.Mode), st.Uid)
+		}
+	}
+	sort.Slice(s.tickets, func(i, j int) bool { return s.tickets[i].Seq < s.tickets[j].Seq })
+	return s, nil
+}
+
+// readTicket reads and checks one ticket and probes its owner's lock. A
+// ticket that vanished meanwhile returns a zero entry and false; a bad one
+// is reported and returns an entry with only its name.
+func (q *dirQueue) readTicket(name string, seq uint64) (entry, bool) {
+	path := q.path + "/" + name
+	fd, st, err := q.openRegular(name, unix.O_RDONLY)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, errChanged) {
+			return entry{}, false
+		}
+		var nr *notRegular
+		if errors.As(err, &nr) {
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s: it is %s of uid %d, not a ticket (never followed); remove it", path, kind(st.Mode), st.Uid)
+		} else {
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring ticket %s: cannot open it as uid %d (%v); its owner (uid %d) or an admin should remove it", path, q.euid, err, st.Uid)
+		}
+		return entry{name: name}, false
+	}
+	defer unix.Close(fd)
+	bad := func(why string) (entry, bool) {
+		q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring ticket %s (uid %d): %s; remove it if no gpu-hold process of uid %d owns it", path, st.Uid, why, st.Uid)
+		return entry{name: name}, false
+	}
+	b, err := readAll(fd)
+	switch {
+	case err != nil:
+		return bad(err.Error())
+	case len(b) == 0:
+		return bad("empty")
+	}
+	e := entry{name: name, dev: st.Dev, ino: st.Ino}
+	if err := json.Unmarshal(b, &e.Ticket); err != nil {
+		return bad("not a ticket (" + err.Error() + ")")
+	}
+	switch {
+	case e.Seq != seq:
+		return bad(fmt.Sprintf("it says ticket %d", e.Seq))
+	case e.Resource != q.resource:
+		return bad(fmt.Sprintf("it is for resource %q", e.Resource))
+	case e.UID != int(st.Uid):
+		return bad(fmt.Sprintf("it claims uid %d but the file belongs to uid %d (forged?)", e.UID, st.Uid))
+	case e.Holder.PID <= 0:
+		return bad("it names no holder process")
+	}
+	live, err := lockedByOther(fd)
+	if err != nil {
+		q.warnf(fmt.Sprintf("flock@%d", st.Ino), "cannot probe the lock of %s (%v); counting it as alive", path, err)
+	}
+	e.live = live
+	return e, true
+}
+
+func (q *dirQueue) readMarker(name string, seq uint64) (markerFile, bool) {
+	fd, st, err := q.openRegular(name, unix.O_RDONLY)
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, errChanged) {
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (%s of uid %d): not a valid reaped marker; remove it", q.path, name, kind(st.Mode), st.Uid)
+		}
+		return markerFile{}, false
+	}
+	defer unix.Close(fd)
+	m := markerFile{name: name, dev: st.Dev, ino: st.Ino}
+	b, err := readAll(fd)
+	if err == nil {
+		err = json.Unmarshal(b, &m.marker)
+	}
+	if err != nil || m.Seq != seq {
+		q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (uid %d): not a valid reaped marker; remove it", q.path, name, st.Uid)
+		return markerFile{}, false
+	}
+	return m, true
+}
+
+// position is what the waiter with ticket seq sees: the live waiting
+// tickets ahead of it (by seq) and the holder.
+func (s *snapshot) position(q *dirQueue, seq uint64) (ahead []entry, holder *entry) {
+	for i := range s.tickets {
+		e := &s.tickets[i]
+		if e.live && !e.granted() && e.Seq < seq {
+			ahead = append(ahead, *e)
+		}
+	}
+	return ahead, s.holder(q)
+}
+
+// holder is the live ticket that took the token. Only the token's holder
+// marks its ticket granted; when several claim it (a forged one), the one
+// whose process holds the token lock in /proc/locks wins.
+func (s *snapshot) holder(q *dirQueue) *entry {
+	var hs []*entry
+	for i := range s.tickets {
+		if e := &s.tickets[i]; e.live && e.granted() {
+			hs = append(hs, e)
+		}
+	}
+	if len(hs) > 1 {
+		if pid := q.tokenLockPID(); pid > 0 {
+			for _, e := range hs {
+				if e.Holder.PID == pid {
+					return e
+				}
+			}
+		}
+	}
+	if len(hs) == 0 {
+		return nil
+	}
+	return hs[0]
+}
+
+// dead lists the holders that died without releasing and are not reaped.
+func (s *snapshot) dead() []entry {
+	var out []entry
+	for _, e := range s.tickets {
+		if !e.live && e.granted() && !s.reaped(&e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (s *snapshot) reaped(e *entry) bool {
+	for _, m := range s.markers[e.Seq] {
+		if m.matches(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Status lists the holder, the live waiters in order, the unreaped dead
+// holders and the files that were skipped.
+func (q *dirQueue) Status() (Status, error) {
+	s, err := q.scan()
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Resource: q.resource, Waiters: []Ticket{}, Skipped: s.skipped}
+	if h := s.holder(q); h != nil {
+		t := h.Ticket
+		st.Holder = &t
+	}
+	for _, e := range s.tickets {
+		if e.live && !e.granted() {
+			st.Waiters = append(st.Waiters, e.Ticket)
+		}
+	}
+	for _, e := range s.dead() {
+		st.Dead = append(st.Dead, e.Ticket)
+	}
+	return st, nil
+}

@@ -1,0 +1,156 @@
+// seq.go owns taking a ticket: the sequence number, assigned under a flock
+// on the counter file <dir>/<resource>/seq as max(counter, highest ticket
+// present)+1, and the ticket file t.<20-digit seq>, published already
+// locked and written (see publish) and never overwritten (RENAME_NOREPLACE).
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// maxSeq keeps ticket names at 20 digits with room to spare.
+const maxSeq = 1e19
+
+// Enqueue takes a ticket. UID, Resource, Created and Seq are set by the
+// queue; Holder defaults to the calling process and Host to its host name.
+func (q *dirQueue) Enqueue(t Ticket) (Waiter, error) {
+	t, err := q.fill(t)
+	if err != nil {
+		return nil, err
+	}
+	e, fd, err := q.newTicket(t)
+	if err != nil {
+		return nil, err
+	}
+	return &waiter{q: q, e: e, fd: fd}, nil
+}
+
+// fill sets the fields the queue owns.
+func (q *dirQueue) fill(t Ticket) (Ticket, error) {
+	t.Resource = q.resource
+	t.UID = q.euid // the ticket file's owner: readers check they agree
+	t.Created = time.Now()
+	t.Granted = time.Time{}
+	if t.Holder.PID == 0 {
+		self, err := proc.Self()
+		if err != nil {
+			return t, fmt.Errorf("cannot read this process's identity: %v", err)
+		}
+		t.Holder = self
+	}
+	if t.Host == "" {
+		t.Host, _ = os.Hostname()
+	}
+	return t, nil
+}
+
+// newTicket assigns the next seq and publishes the ticket file, which the
+// returned fd keeps locked.
+func (q *dirQueue) newTicket(t Ticket) (entry, int, error) {
+	ctr, writable, err := q.lockCounter()
+	if err != nil {
+		return entry{}, -1, err
+	}
+	defer unix.Close(ctr) // drops the lock
+	names, err := q.names()
+	if err != nil {
+		return entry{}, -1, err
+	}
+	seq := q.readCounter(ctr)
+	for _, n := range names {
+		if s, _, ok := parseSeq(n, ticketPrefix); ok {
+			seq = max(seq, s)
+		}
+	}
+	for range 1000 {
+		seq++
+		if seq >= maxSeq {
+			return entry{}, -1, fmt.Errorf("the ticket counter of %s ran out (%d): when the queue is empty, remove %s/%s and any t.* files", q.path, seq, q.path, seqName)
+		}
+		t.Seq = seq
+		b, _ := json.Marshal(t)
+		name := ticketName(seq)
+		fd, st, err := q.publish(name, append(b, '\n'), true)
+		if errors.Is(err, unix.EEXIST) {
+			continue // someone made this name outside the counter: take the next
+		}
+		if err != nil {
+			return entry{}, -1, err
+		}
+		if writable {
+			unix.Ftruncate(ctr, 0)
+			unix.Pwrite(ctr, []byte(strconv.FormatUint(seq, 10)+"\n"), 0)
+		}
+		return entry{Ticket: t, name: name, dev: st.Dev, ino: st.Ino, live: true}, fd, nil
+	}
+	return entry{}, -1, fmt.Errorf("cannot find a free ticket name in %s after 1000 tries: remove stray t.* files", q.path)
+}
+
+// lockCounter opens and locks the counter. When it cannot be written (it
+// belongs to another user and is not group-writable), numbering continues
+// from the highest ticket present, and that is reported once.
+func (q *dirQueue) lockCounter() (fd int, writable bool, err error) {
+	fd, st, err := q.openShared(seqName, unix.O_RDWR, q.sharedMode())
+	writable = err == nil
+	if errors.Is(err, unix.EACCES) {
+		fd, st, err = q.openShared(seqName, unix.O_RDONLY, q.sharedMode())
+	}
+	if err != nil {
+		return -1, false, err
+	}
+	if writable && st.Nlink != 1 {
+		// A hard link planted here would make us write someone else's file.
+		q.warnf(fmt.Sprintf("seq@%d", st.Ino), "%s/%s has %d links (planted?); not writing it: ask an admin to remove it", q.path, seqName, st.Nlink)
+		writable = false
+	}
+	if !writable {
+		q.warnf(fmt.Sprintf("seqro@%d", st.Ino), "%s/%s is not writable by uid %d (owner uid %d, mode %04o): ticket numbers continue from the highest ticket present; ask its owner to chmod g+w it", q.path, seqName, q.euid, st.Uid, st.Mode&0o7777)
+	}
+	// Held for microseconds by each enqueue; never wait for ever on a
+	// stuck holder of the counter.
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return fd, writable, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			unix.Close(fd)
+			who := ""
+			if pid := lockPID(st.Dev, st.Ino); pid > 0 {
+				who = fmt.Sprintf(" by pid %d", pid)
+			}
+			return -1, false, fmt.Errorf("cannot lock the ticket counter %s/%s (held%s for 10s, or %v): check that process, or ask an admin", q.path, seqName, who, err)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// readCounter reads the counter; garbage is reported once and read as 0
+// (the highest ticket present still keeps numbers increasing).
+func (q *dirQueue) readCounter(fd int) uint64 {
+	var buf [32]byte
+	n, _ := unix.Pread(fd, buf[:], 0)
+	s := strings.TrimSpace(string(buf[:max(n, 0)]))
+	if s == "" {
+		return 0
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v >= maxSeq {
+		var st unix.Stat_t
+		unix.Fstat(fd, &st)
+		q.warnf(fmt.Sprintf("seqval@%d:%s", st.Ino, s), "ticket counter %s/%s holds garbage (%.20q); numbering continues from the highest ticket present", q.path, seqName, s)
+		return 0
+	}
+	return v
+}

@@ -1,0 +1,119 @@
+// token.go owns the token: an exclusive flock on <dir>/<resource>/token,
+// held through the holder's open fd, so the kernel drops it when the holder
+// dies in any way. A lock taken on a token file that was unlinked or
+// replaced meanwhile is noticed (st_dev/st_ino of the fd against the path)
+// and retried. The file's content is never read.
+package queue
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// tokenLock is an open fd of the token file.
+type tokenLock struct {
+	fd       int
+	dev, ino uint64
+	held     bool
+}
+
+func (q *dirQueue) openToken() (*tokenLock, error) {
+	// Read-only is enough for flock, so nobody needs to write the token.
+	fd, st, err := q.openShared(tokenName, unix.O_RDONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenLock{fd: fd, dev: st.Dev, ino: st.Ino}, nil
+}
+
+// tryLock takes the token when it is free, without blocking. When the
+// token file was replaced since tl was opened, tl is reopened on the new
+// file and the caller is told it did not get the token (it rescans and
+// tries again).
+func (q *dirQueue) tryLock(tl *tokenLock) (bool, error) {
+	if tl.held {
+		return true, nil
+	}
+	err := unix.Flock(tl.fd, unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		if !q.same(tokenName, tl.dev, tl.ino) {
+			return false, q.reopenToken(tl)
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot lock %s/%s: %v (the queue needs flock(2) on this filesystem)", q.path, tokenName, err)
+	}
+	// A lock on a file that is no longer the token is no token.
+	if !q.same(tokenName, tl.dev, tl.ino) {
+		unix.Flock(tl.fd, unix.LOCK_UN)
+		return false, q.reopenToken(tl)
+	}
+	tl.held = true
+	return true, nil
+}
+
+func (q *dirQueue) reopenToken(tl *tokenLock) error {
+	q.warnf(fmt.Sprintf("token@%d", tl.ino), "%s/%s was replaced while in use (someone removed it): reopening it", q.path, tokenName)
+	unix.Close(tl.fd)
+	n, err := q.openToken()
+	if err != nil {
+		tl.fd = -1
+		return err
+	}
+	*tl = *n
+	return nil
+}
+
+// release unlocks (explicitly, so the lock is free before the close event
+// that wakes the waiters) and closes.
+func (tl *tokenLock) close() {
+	if tl == nil || tl.fd < 0 {
+		return
+	}
+	if tl.held {
+		unix.Flock(tl.fd, unix.LOCK_UN)
+		tl.held = false
+	}
+	unix.Close(tl.fd)
+	tl.fd = -1
+}
+
+// tokenLockPID finds in /proc/locks the process that holds the token's
+// flock: 0 when nobody holds it or it cannot be told. It lets a waiter
+// watch a holder that has no (valid) ticket.
+func (q *dirQueue) tokenLockPID() int {
+	var st unix.Stat_t
+	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return 0
+	}
+	return lockPID(st.Dev, st.Ino)
+}
+
+func lockPID(dev, ino uint64) int {
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 1: FLOCK  ADVISORY  WRITE 8229 fe:00:9978007 0 EOF
+		// Blocked requests ("1: -> FLOCK ...") are not holders.
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 6 || fs[1] != "FLOCK" || fs[5] != want {
+			continue
+		}
+		if pid, err := strconv.Atoi(fs[4]); err == nil && pid > 0 {
+			return pid
+		}
+	}
+	return 0
+}

@@ -1,0 +1,229 @@
+// wait.go owns a waiting ticket: the wait loop (rescan on every event,
+// take the token when no live ticket is ahead), the wait allowance, the
+// removal of our ticket by someone else, and cancelling.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// pidWatchAhead bounds the pidfds a waiter holds for tickets ahead (the
+// nearest ones); the others still wake it through the directory.
+const pidWatchAhead = 8
+
+type waiter struct {
+	q  *dirQueue
+	mu sync.Mutex
+	e  entry // our ticket
+	fd int   // holds our ticket's lock; -1 once removed, cancelled or granted
+}
+
+func (w *waiter) Ticket() Ticket { return w.e.Ticket }
+
+// Wait blocks until no live ticket is ahead and the token is free, then
+// takes it. See Waiter.Wait.
+func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, error) {
+	start := time.Now()
+	w.mu.Lock()
+	gone := w.fd < 0
+	w.mu.Unlock()
+	if gone {
+		return nil, ErrRemoved
+	}
+	ev, err := newEvents(w.q)
+	if err != nil {
+		w.Cancel()
+		return nil, err
+	}
+	defer ev.close()
+	tok, err := w.q.openToken()
+	if err != nil {
+		w.Cancel()
+		return nil, err
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			tok.close()
+		}
+	}()
+	if err := ev.watchToken(tok); err != nil {
+		w.Cancel()
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, ev.kickNow)
+	defer stop()
+
+	var last Position
+	reported := false
+	var holder *Ticket
+	backoff := time.Duration(0)
+	for {
+		if ctx.Err() != nil {
+			return nil, w.giveUp(ctx, start, holder)
+		}
+		if w.removed() {
+			w.drop()
+			return nil, ErrRemoved
+		}
+		snap, err := w.q.scan()
+		if err != nil {
+			w.Cancel()
+			return nil, err
+		}
+		ahead, h := snap.position(w.q, w.e.Seq)
+		holder = nil
+		if h != nil {
+			t := h.Ticket
+			holder = &t
+		}
+		pos := Position{Ahead: len(ahead), Holder: holder}
+		if progress != nil && (!reported || changed(pos, last)) {
+			progress(pos)
+			reported, last = true, pos
+		}
+		var watch []proc.Ident
+		if holder != nil {
+			watch = append(watch, holder.Holder)
+		}
+		unsure := false
+		if len(ahead) == 0 {
+			got, err := w.q.tryLock(tok)
+			if err == nil {
+				err = ev.watchToken(tok)
+			}
+			if err != nil {
+				w.Cancel()
+				return nil, err
+			}
+			if got {
+				g, err := w.grant(tok)
+				granted = err == nil
+				return g, err
+			}
+			if holder == nil {
+				// Held by someone with no valid ticket (taking or leaving the
+				// token just now, or not gpu-hold at all): watch the process
+				// /proc/locks names and re-check on a backoff besides.
+				unsure = true
+				if pid := w.q.tokenLockPID(); pid > 0 {
+					if st, err := proc.ReadStat(pid); err == nil {
+						watch = append(watch, st.Ident)
+					}
+				}
+			}
+		}
+		for i := len(ahead) - 1; i >= 0 && i >= len(ahead)-pidWatchAhead; i-- {
+			watch = append(watch, ahead[i].Holder)
+		}
+		if ev.watchPids(watch) {
+			unsure = true
+		}
+		timeout := time.Duration(-1)
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(time.Until(dl), 0)
+		}
+		if unsure {
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if timeout < 0 || backoff < timeout {
+				timeout = backoff
+			}
+		} else {
+			backoff = 0
+		}
+		if err := ev.wait(timeout); err != nil {
+			w.Cancel()
+			return nil, err
+		}
+	}
+}
+
+func changed(a, b Position) bool {
+	if a.Ahead != b.Ahead || (a.Holder == nil) != (b.Holder == nil) {
+		return true
+	}
+	return a.Holder != nil && a.Holder.Seq != b.Holder.Seq
+}
+
+// giveUp removes the ticket when ctx ended: a *WaitTimeout for a deadline.
+func (w *waiter) giveUp(ctx context.Context, start time.Time, holder *Ticket) error {
+	w.Cancel()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &WaitTimeout{Waited: time.Since(start), Holder: holder}
+	}
+	return ctx.Err()
+}
+
+// removed reports whether our ticket file is gone or is no longer ours.
+func (w *waiter) removed() bool {
+	var st unix.Stat_t
+	if err := unix.Fstatat(w.q.fd, w.e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return errors.Is(err, unix.ENOENT)
+	}
+	return st.Dev != w.e.dev || st.Ino != w.e.ino
+}
+
+// drop forgets a ticket someone else removed (its name is not ours now).
+func (w *waiter) drop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+}
+
+// Cancel removes the ticket; it is idempotent.
+func (w *waiter) Cancel() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return nil
+	}
+	err := w.q.removeIfSame(w.e.name, w.e.dev, w.e.ino)
+	unix.Close(w.fd)
+	w.fd = -1
+	return err
+}
+
+// grant runs with the token held: it collects the dead holders, tidies
+// what dead processes left, and marks our ticket granted.
+func (w *waiter) grant(tok *tokenLock) (Grant, error) {
+	if w.removed() {
+		tok.close()
+		w.drop()
+		return nil, ErrRemoved
+	}
+	snap, err := w.q.scan()
+	if err != nil {
+		tok.close()
+		w.Cancel()
+		return nil, err
+	}
+	dead := snap.dead()
+	w.q.cleanup(snap)
+	t := w.e.Ticket
+	t.Granted = time.Now()
+	b, _ := json.Marshal(t)
+	// The granted ticket replaces the waiting one; it is locked before it
+	// is visible, and the old one stays locked until it is replaced.
+	fd, st, err := w.q.publish(w.e.name, append(b, '\n'), false)
+	if err != nil {
+		tok.close()
+		w.Cancel()
+		return nil, err
+	}
+	w.mu.Lock()
+	unix.Close(w.fd)
+	w.fd = -1
+	w.mu.Unlock()
+	return &grant{q: w.q, e: entry{Ticket: t, name: w.e.name, dev: st.Dev, ino: st.Ino, live: true}, fd: fd, tok: tok, dead: dead}, nil
+}

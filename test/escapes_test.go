@@ -1,0 +1,404 @@
+// escapes_test.go owns the escape routes of ESCAPES.md that are about the
+// shape of the payload's tree: E1 to E9 and E14, each run against the real
+// binary under every backend, each asserting the outcome in the table and
+// that no marked process is left.
+package test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// holdArgs joins flags, "--" and the payload.
+func holdArgs(payload []string, flags ...string) []string {
+	return append(append(flags, "--"), payload...)
+}
+
+// E1: the root exits by itself, leaving a TERM-ignoring grandchild.
+//
+// Catches: a hold that returns when its own child exits (os/exec's Wait)
+// and leaves the rest running; a teardown that sends TERM only; a hold that
+// waits for every descendant to exit on its own (it never returns); a
+// token that is not released after such a hold.
+func TestE1RootExitsLeavingGrandchild(t *testing.T) { forBackends(t, true, routeE1) }
+
+func routeE1(t *testing.T, rg rig) {
+	mark := newMark(t)
+	d, q := rg.dirs(t)
+	payload := script(t, d, "root.sh", `
+( (trap "" TERM; put gc $BASHPID; exec sleep 300) & wait ) &
+await gc
+exit 0
+`)
+	r := rg.start(t, q, mark, d, holdArgs(payload, "-g", "1s")...).Wait(20 * time.Second)
+	requireEnd(t, r, 0, false)
+	requireNoneLeft(t, mark)
+	requireReleased(t, rg, q)
+}
+
+// E2: the root is alive and a grandchild ignores TERM when the max hold
+// runs out.
+//
+// Catches: a teardown with no KILL after the grace (never returns); a grace
+// with no bound; a hold that KILLs at once without giving the grace (it
+// returns before max hold + grace).
+func TestE2MaxHoldTermIgnoringGrandchild(t *testing.T) { forBackends(t, true, routeE2) }
+
+func routeE2(t *testing.T, rg rig) {
+	mark := newMark(t)
+	d, q := rg.dirs(t)
+	payload := script(t, d, "root.sh", `
+( (trap "" TERM; put gc $BASHPID; exec sleep 300) & wait ) &
+await gc
+exec sleep 300
+`)
+	const maxHold, grace = time.Second, time.Second
+	r := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "1s")...).Wait(20 * time.Second)
+	requireEnd(t, r, 124, false)
+	requireNoneLeft(t, mark)
+	if r.Elapsed < maxHold+grace-50*time.Millisecond {
+		t.Errorf("hold returned after %v, before max hold %v + grace %v: the TERM-ignoring grandchild did not get its grace", r.Elapsed, maxHold, grace)
+	}
+	if r.Elapsed > maxHold+grace+2*time.Second {
+		t.Errorf("hold returned after %v, want within max hold %v + grace %v + 2s", r.Elapsed, maxHold, grace)
+	}
+}
+
+// rootShapes are the two ways a payload's root ends: it is still running
+// when the max hold runs out (exit 124), or it exits by itself (exit 0).
+var rootShapes = []struct {
+	name  string
+	end   string   // last line of the root script
+	flags []string // hold flags
+	code  int
+}{
+	{"root-alive", "exec sleep 300", []string{"-t", "1s", "-g", "1s"}, 124},
+	{"root-exits", "exit 0", []string{"-g", "1s"}, 0},
+}
+
+// E3: a child calls setsid (new session and group) and keeps running,
+// ignoring TERM.
+//
+// Catches: a teardown that signals only the payload's process group (the
+// child left it); with the root gone, a descendant walk from the root (the
+// child was reparented to the hold).
+func TestE3Setsid(t *testing.T) { forBackends(t, true, routeE3) }
+
+func routeE3(t *testing.T, rg rig) {
+	for _, sh := range rootShapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark(t)
+			d, q := rg.dirs(t)
+			payload := script(t, d, "root.sh", `put root $$
+setsid bash -c 'trap "" TERM; put esc $$; exec sleep 300' &
+await esc
+`+sh.end+"\n")
+			h := rg.start(t, q, mark, d, holdArgs(payload, sh.flags...)...)
+			esc := readPid(t, filepath.Join(d, "esc"), 10*time.Second)
+			root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
+			if st := stat(t, esc); st.SID != esc || st.PGID != esc || st.PGID == root {
+				t.Fatalf("test shape: the child did not leave the payload's session: %+v (root %d)", st, root)
+			}
+			r := h.Wait(20 * time.Second)
+			requireEnd(t, r, sh.code, false)
+			requireNoneLeft(t, mark)
+		})
+	}
+}
+
+// E4: a double fork: a daemon (setsid, ignoring TERM) whose parent exits at
+// once, so it is reparented away from the payload.
+//
+// Catches: a descendant walk from the root (the daemon's parent is no
+// longer in the root's tree); procfs without a child subreaper (the daemon
+// goes to init and no walk from the hold finds it); a group-only kill.
+func TestE4DoubleFork(t *testing.T) { forBackends(t, true, routeE4) }
+
+func routeE4(t *testing.T, rg rig) {
+	for _, sh := range rootShapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark(t)
+			d, q := rg.dirs(t)
+			payload := script(t, d, "root.sh", `put root $$
+( setsid bash -c 'trap "" TERM; put daemon $$; exec sleep 300' & )
+await daemon
+`+sh.end+"\n")
+			h := rg.start(t, q, mark, d, holdArgs(payload, sh.flags...)...)
+			daemon := readPid(t, filepath.Join(d, "daemon"), 10*time.Second)
+			root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
+			if st := stat(t, daemon); st.SID != daemon || st.PPID == root {
+				t.Fatalf("test shape: not a double-forked daemon: %+v (root %d)", st, root)
+			}
+			r := h.Wait(20 * time.Second)
+			requireEnd(t, r, sh.code, false)
+			requireNoneLeft(t, mark)
+		})
+	}
+}
+
+// E5: late spawn: a child traps TERM and, one second into the grace,
+// starts a new process in a session of its own.
+//
+// late-kill: the late process ignores TERM. Catches: a lineage snapshot
+// taken once at TERM and KILLed (the late process is not in it and not in
+// the group); a grace that waits on that snapshot (it ends when the child
+// exits, at 1 s, instead of waiting on the live late process for the full
+// grace).
+//
+// late-helper: the late process is a cleanup helper that needs one second
+// and then exits. Catches: a grace on a snapshot (it ends when the child
+// exits and KILLs the helper before it finished); sending TERM to
+// newborns (kills the helper); a fixed-length grace (returns after the
+// full 5 s instead of when the live set is empty).
+func TestE5LateSpawn(t *testing.T) { forBackends(t, true, routeE5) }
+
+func routeE5(t *testing.T, rg rig) {
+	t.Run("late-kill", func(t *testing.T) {
+		t.Parallel()
+		mark := newMark(t)
+		d, q := rg.dirs(t)
+		script(t, d, "late.sh", `trap "" TERM; put late $$; exec sleep 300`)
+		script(t, d, "child.sh", `trap 'sleep 1; setsid bash "$GH_T/late.sh" & exit 0' TERM
+put ready $$
+while :; do sleep 0.05; done
+`)
+		payload := script(t, d, "root.sh", `bash "$GH_T/child.sh" &
+await ready
+exec sleep 300
+`)
+		const maxHold, grace = time.Second, 3 * time.Second
+		r := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "3s")...).Wait(20 * time.Second)
+		requireEnd(t, r, 124, false)
+		if !exists(filepath.Join(d, "late")) {
+			t.Errorf("the late process was never started: the child was killed before 1 s into the %v grace", grace)
+		}
+		requireNoneLeft(t, mark)
+		if r.Elapsed < maxHold+grace-50*time.Millisecond {
+			t.Errorf("hold returned after %v, before max hold %v + grace %v: the grace did not wait on the live late process", r.Elapsed, maxHold, grace)
+		}
+	})
+	t.Run("late-helper", func(t *testing.T) {
+		t.Parallel()
+		mark := newMark(t)
+		d, q := rg.dirs(t)
+		script(t, d, "helper.sh", `sleep 1; put cleaned $$`)
+		script(t, d, "child.sh", `trap 'setsid bash "$GH_T/helper.sh" & exit 0' TERM
+put ready $$
+while :; do sleep 0.05; done
+`)
+		payload := script(t, d, "root.sh", `bash "$GH_T/child.sh" &
+await ready
+exit 0
+`)
+		r := rg.start(t, q, mark, d, holdArgs(payload, "-g", "5s")...).Wait(20 * time.Second)
+		requireEnd(t, r, 0, false)
+		if !exists(filepath.Join(d, "cleaned")) {
+			t.Errorf("the helper born during the grace did not finish: it was not waited on (or was sent TERM)")
+		}
+		requireNoneLeft(t, mark)
+		if r.Elapsed > 4*time.Second {
+			t.Errorf("hold returned after %v: it waited out the 5 s grace instead of ending when the live set was empty", r.Elapsed)
+		}
+	})
+}
+
+// E6: a member moves itself to another process group of the same session
+// (setpgid, through bash job control) and ignores TERM.
+//
+// Catches: a teardown that signals only the payload's process group.
+func TestE6Setpgid(t *testing.T) { forBackends(t, true, routeE6) }
+
+func routeE6(t *testing.T, rg rig) {
+	mark := newMark(t)
+	d, q := rg.dirs(t)
+	script(t, d, "member.sh", `trap "" TERM; put member $$; exec sleep 300`)
+	payload := script(t, d, "root.sh", `put root $$
+set -m
+bash "$GH_T/member.sh" &
+set +m
+await member
+exec sleep 300
+`)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "1s")...)
+	member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
+	root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
+	ms, rs := stat(t, member), stat(t, root)
+	if ms.PGID == rs.PGID || ms.SID != rs.SID {
+		t.Fatalf("test shape: member not in another group of the same session: member %+v root %+v", ms, rs)
+	}
+	r := h.Wait(20 * time.Second)
+	requireEnd(t, r, 124, false)
+	requireNoneLeft(t, mark)
+}
+
+// E7: the grace is real: a child traps TERM, cleans up for half a second,
+// writes a marker file and exits.
+//
+// root-alive (the child is in the payload's group) and root-exits (the
+// child left the session with setsid). Catches: KILL right after TERM (no
+// marker); TERM sent only to the group (the setsid child never gets TERM:
+// no marker); a grace that waits its full length instead of ending when
+// the live set is empty.
+func TestE7GraceIsReal(t *testing.T) { forBackends(t, true, routeE7) }
+
+func routeE7(t *testing.T, rg rig) {
+	shapes := []struct {
+		name, start, end string
+		flags            []string
+		code             int
+		bound            time.Duration
+	}{
+		{"root-alive", `bash "$GH_T/cleaner.sh" &`, "exec sleep 300", []string{"-t", "1s", "-g", "5s"}, 124, 4500 * time.Millisecond},
+		{"root-exits-setsid", `setsid bash "$GH_T/cleaner.sh" &`, "exit 0", []string{"-g", "5s"}, 0, 3500 * time.Millisecond},
+	}
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark(t)
+			d, q := rg.dirs(t)
+			script(t, d, "cleaner.sh", `trap 'sleep 0.5; put cleaned $$; exit 0' TERM
+put ready $$
+while :; do sleep 0.05; done
+`)
+			payload := script(t, d, "root.sh", sh.start+"\nawait ready\n"+sh.end+"\n")
+			r := rg.start(t, q, mark, d, holdArgs(payload, sh.flags...)...).Wait(20 * time.Second)
+			requireEnd(t, r, sh.code, false)
+			if !exists(filepath.Join(d, "cleaned")) {
+				t.Errorf("the child's TERM handler did not finish: it got no TERM, or no time before KILL")
+			}
+			requireNoneLeft(t, mark)
+			if r.Elapsed > sh.bound {
+				t.Errorf("hold returned after %v (want under %v): it waited out the 5 s grace after the child had exited", r.Elapsed, sh.bound)
+			}
+		})
+	}
+}
+
+// E8: a fork storm: a TERM-ignoring member forks TERM-ignoring sleeps as
+// fast as it can (capped at 8000 so a broken hold cannot exhaust pids).
+// Not parallel: it loads both cores, and other tests time their holds.
+//
+// Catches: a single KILL pass over one walk (children born after the walk
+// live on); a teardown that stops when one pass found nothing new while
+// the storm still forks.
+func TestE8ForkStorm(t *testing.T) { forBackends(t, false, routeE8) }
+
+func routeE8(t *testing.T, rg rig) {
+	mark := newMark(t)
+	d, q := rg.dirs(t)
+	script(t, d, "storm.sh", `trap "" TERM
+put ready $$
+i=0
+while [ $i -lt 8000 ]; do sleep 20 & i=$((i+1)); done
+wait
+`)
+	payload := script(t, d, "root.sh", `bash "$GH_T/storm.sh" &
+await ready
+exec sleep 300
+`)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "500ms")...)
+	time.Sleep(800 * time.Millisecond)
+	if n := len(marked(mark)); n < 100 {
+		t.Errorf("test shape: only %d marked processes 0.8 s into the storm", n)
+	} else {
+		t.Logf("%d marked processes 0.8 s into the storm", n)
+	}
+	r := h.Wait(20 * time.Second)
+	requireEnd(t, r, 124, false)
+	if n := len(marked(mark)); n > 0 {
+		t.Logf("%d marked processes alive at the instant the hold returned", n)
+	}
+	if left := waitUnmarked(mark, 2*time.Second); len(left) > 0 {
+		t.Errorf("%d marked processes still alive 2 s after the hold returned:%s", len(left), describe(left))
+	}
+}
+
+// E9: a zombie: an escaped (setsid) parent that never reaps its dead child
+// (bash forks `sleep 0.3 &` and then execs `sleep 300`, which never calls
+// wait). Everything dies on TERM; the grace is 20 s.
+//
+// Catches: a liveness test that counts a zombie as alive (kill(pid, 0)
+// succeeds on it; a hold that does not reap the zombie it adopted when its
+// parent died): the grace is then waited out in full and the zombie
+// reported as a survivor.
+func TestE9Zombie(t *testing.T) { forBackends(t, true, routeE9) }
+
+func routeE9(t *testing.T, rg rig) {
+	mark := newMark(t)
+	d, q := rg.dirs(t)
+	script(t, d, "zparent.sh", `sleep 0.3 &
+put zchild $!
+put zp $$
+exec sleep 300
+`)
+	payload := script(t, d, "root.sh", `setsid bash "$GH_T/zparent.sh" &
+await zp
+exec sleep 300
+`)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1500ms", "-g", "20s")...)
+	zp := readPid(t, filepath.Join(d, "zp"), 10*time.Second)
+	zc := readPid(t, filepath.Join(d, "zchild"), 10*time.Second)
+	deadline := time.Now().Add(time.Second)
+	for {
+		st, err := proc.ReadStat(zc)
+		if err == nil && st.State == 'Z' && st.PPID == zp {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("test shape: %d never became a zombie child of %d (%+v, %v)", zc, zp, st, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := h.Wait(30 * time.Second)
+	requireEnd(t, r, 124, false)
+	requireNoneLeft(t, mark)
+	if r.Elapsed > 1500*time.Millisecond+5*time.Second {
+		t.Errorf("hold returned after %v: it waited on the zombie (grace 20 s) though everything else died on TERM", r.Elapsed)
+	}
+}
+
+// E14: stdin: `while read m; do gpu-hold -- cat; done < list`. The payload's
+// stdin is /dev/null, so cat does not eat the rest of the list.
+//
+// Catches: a hold that passes its own stdin to the payload, or reads it.
+func TestE14Stdin(t *testing.T) { forBackends(t, true, routeE14) }
+
+func routeE14(t *testing.T, rg rig) {
+	mark := newMark(t)
+	d, q := rg.dirs(t)
+	if err := os.WriteFile(filepath.Join(d, "list"), []byte("alpha\nbravo\ncharlie\ndelta\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := rg.Bin
+	if b == "" {
+		b = bin
+	}
+	loop := `while read m; do echo "seen $m"; "$GH_BIN" --dir "$GH_Q" --log-format json ` + strings.Join(rg.Track, " ") +
+		` -- cat || echo "hold failed $?"; done < "$GH_T/list"`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", loop)
+	cmd.Env = append(os.Environ(), markEnv+"="+mark, "GH_T="+d, "GH_Q="+q, "GH_BIN="+b)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: rg.Cred}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the loop failed: %v\nstderr:\n%s", err, errb.String())
+	}
+	want := "seen alpha\nseen bravo\nseen charlie\nseen delta\n"
+	if string(out) != want {
+		t.Errorf("the loop printed %q, want %q (the payload or the hold read the loop's stdin)\nstderr:\n%s", out, want, errb.String())
+	}
+	requireNoneLeft(t, mark)
+}

@@ -1,0 +1,274 @@
+// Package test runs the real gpu-hold binary against the escape routes of
+// ESCAPES.md, the queue, and bad input. harness_test.go owns what every test
+// shares: building the binary once, running holds in private queue
+// directories, and marking every process a test starts so that the test only
+// ever looks at, and signals, its own processes.
+package test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// markEnv is the environment variable that carries a test's marker. Every
+// payload inherits it, and so does every process the payload creates.
+const markEnv = "GPU_HOLD_TEST_MARK"
+
+// requireBPFEnv, set by .ci/run, turns a missing BPF capability into a test
+// failure instead of a skip.
+const requireBPFEnv = "GPU_HOLD_REQUIRE_BPF"
+
+var bin string // path of the gpu-hold binary built for this run
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpu-hold-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "gpu-hold")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/gpu-hold")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building gpu-hold:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// newMark returns a marker unique to this test and registers a cleanup that
+// kills whatever still carries it (and only that).
+func newMark(t *testing.T) string {
+	t.Helper()
+	var b [8]byte
+	rand.Read(b[:])
+	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { killMarked(mark) })
+	return mark
+}
+
+// result is what a finished hold returned.
+type result struct {
+	Code    int
+	Stdout  string
+	Stderr  string
+	Elapsed time.Duration
+}
+
+// hold describes one gpu-hold invocation.
+type hold struct {
+	t    *testing.T
+	Dir  string   // queue dir (--dir)
+	Mark string   // marker put in the payload's environment
+	Args []string // flags and payload, as after `gpu-hold`
+	Env  []string // extra environment
+	Cmd  *exec.Cmd
+	out  bytes.Buffer
+	err  bytes.Buffer
+	t0   time.Time
+}
+
+// newHold prepares a hold in dir (a fresh t.TempDir() when empty).
+func newHold(t *testing.T, dir, mark string, args ...string) *hold {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	return &hold{t: t, Dir: dir, Mark: mark, Args: args}
+}
+
+// Start starts the hold in the background.
+func (h *hold) Start() *hold {
+	h.t.Helper()
+	args := append([]string{"--dir", h.Dir, "--log-format", "json"}, h.Args...)
+	h.Cmd = exec.Command(bin, args...)
+	h.Cmd.Env = append(append(os.Environ(), markEnv+"="+h.Mark), h.Env...)
+	h.Cmd.Stdout, h.Cmd.Stderr = &h.out, &h.err
+	// Its own process group, so a test can signal the hold alone.
+	h.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	h.t0 = time.Now()
+	if err := h.Cmd.Start(); err != nil {
+		h.t.Fatalf("starting gpu-hold: %v", err)
+	}
+	h.t.Cleanup(func() {
+		if h.Cmd.ProcessState == nil {
+			h.Cmd.Process.Kill()
+			h.Cmd.Wait()
+		}
+	})
+	return h
+}
+
+// Wait waits for the hold to exit, failing the test after limit.
+func (h *hold) Wait(limit time.Duration) result {
+	h.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- h.Cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		h.Cmd.Process.Kill()
+		<-done
+		h.t.Fatalf("gpu-hold %v did not return within %v\nstderr:\n%s", h.Args, limit, h.err.String())
+	}
+	r := result{Code: h.Cmd.ProcessState.ExitCode(), Stdout: h.out.String(), Stderr: h.err.String(), Elapsed: time.Since(h.t0)}
+	if ws, ok := h.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.Code = 128 + int(ws.Signal())
+	}
+	return r
+}
+
+// Run starts the hold and waits for it.
+func (h *hold) Run(limit time.Duration) result {
+	h.t.Helper()
+	return h.Start().Wait(limit)
+}
+
+// Signal sends sig to the hold process itself (our own child: its pid is
+// ours until we reap it).
+func (h *hold) Signal(sig syscall.Signal) {
+	h.t.Helper()
+	if err := h.Cmd.Process.Signal(sig); err != nil {
+		h.t.Fatalf("signalling gpu-hold: %v", err)
+	}
+}
+
+// Stderr returns what the hold wrote to stderr so far.
+func (h *hold) Stderr() string { return h.err.String() }
+
+// marked returns the live (non-zombie) processes that carry mark in their
+// environment.
+func marked(mark string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	needle := []byte(markEnv + "=" + mark + "\x00")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if carries(pid, needle) && !zombie(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func carries(pid int, needle []byte) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err == nil && bytes.Contains(append(env, 0), needle)
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+}
+
+// killMarked kills every process still carrying mark. It opens a pidfd first
+// and checks the marker again through it, so a recycled pid is never hit.
+func killMarked(mark string) {
+	needle := []byte(markEnv + "=" + mark + "\x00")
+	for pass := 0; pass < 50; pass++ {
+		pids := marked(mark)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue
+			}
+			if carries(pid, needle) {
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			}
+			unix.Close(fd)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitUnmarked waits up to limit for no process to carry mark; it returns
+// the survivors.
+func waitUnmarked(mark string, limit time.Duration) []int {
+	deadline := time.Now().Add(limit)
+	for {
+		pids := marked(mark)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return pids
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFile waits for path to exist.
+func waitFile(t *testing.T, path string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %v", path, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// backends returns the tracker backends to run a route under. bpf is
+// included when it can load; when it cannot, the test fails under CI
+// (GPU_HOLD_REQUIRE_BPF=1) and is skipped with the reason elsewhere.
+func backends(t *testing.T) []string {
+	t.Helper()
+	if err := bpfUsable(); err != nil {
+		if os.Getenv(requireBPFEnv) == "1" {
+			t.Fatalf("eBPF tracker unavailable but %s=1: %v", requireBPFEnv, err)
+		}
+		t.Logf("eBPF backend not tested here: %v", err)
+		return []string{"proc"}
+	}
+	return []string{"proc", "bpf"}
+}
+
+var bpfProbe struct {
+	done bool
+	err  error
+}
+
+// bpfUsable runs one real hold with --track=bpf; its stderr is the reason when it fails.
+func bpfUsable() error {
+	if bpfProbe.done {
+		return bpfProbe.err
+	}
+	bpfProbe.done = true
+	dir, _ := os.MkdirTemp("", "gpu-hold-probe-")
+	defer os.RemoveAll(dir)
+	out, err := exec.Command(bin, "--dir", dir, "--log-format", "json", "--track=bpf", "--", "true").CombinedOutput()
+	if err != nil {
+		bpfProbe.err = errors.New(strings.TrimSpace(string(out)))
+	}
+	return bpfProbe.err
+}
+
+// sh builds a payload that runs script under bash.
+func sh(script string) []string { return []string{"bash", "-c", script} }

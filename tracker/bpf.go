@@ -1,0 +1,262 @@
+// bpf.go owns the eBPF backend: each hold loads its own copy of the lineage
+// programs (package bpf), names itself the launcher so that the payload is a
+// member from its fork on, reads the kernel's lineage map for Live, and turns
+// the ring buffer's events into lineage events for the record.
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/bpf"
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+type bpfTracker struct {
+	opts Options
+	self int
+	l    *bpf.Lineage
+	rd   *bpf.Reader
+	// bootToWall converts CLOCK_BOOTTIME ns (event times) to wall time.
+	bootToWall time.Duration
+
+	changed chan struct{}
+	done    chan struct{}
+	close   sync.Once
+
+	sinkMu sync.Mutex // Sink calls are serialized (reader goroutine and Live)
+
+	mu     sync.Mutex
+	groups map[int]group // last known group and session of each live member
+	count  Counters      // last counters read
+}
+
+type group struct {
+	start     uint64
+	pgid, sid int
+}
+
+func newBPFTracker(opts Options) (Tracker, error) {
+	l, err := bpf.Load(bpf.Options{HoldID: opts.HoldID})
+	if err != nil {
+		return nil, err
+	}
+	return startBPFTracker(l, opts)
+}
+
+// startBPFTracker starts reading a loaded (or opened) lineage's events.
+func startBPFTracker(l *bpf.Lineage, opts Options) (Tracker, error) {
+	// Open the ring buffer reader before anything is admitted.
+	rd, err := l.NewReader()
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	t := &bpfTracker{
+		opts:       opts,
+		self:       os.Getpid(),
+		l:          l,
+		rd:         rd,
+		bootToWall: bootToWall(),
+		changed:    make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		groups:     make(map[int]group),
+	}
+	go t.read()
+	return t, nil
+}
+
+func bootToWall() time.Duration {
+	var ts unix.Timespec
+	now := time.Now()
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(now.UnixNano() - ts.Nano())
+}
+
+func (t *bpfTracker) Backend() string { return BackendBPF }
+
+// Prepare names the hold the launcher: the next child it forks (the payload,
+// in cmd.Start) is a member from the fork on, before its first instruction.
+func (t *bpfTracker) Prepare(cmd *exec.Cmd) error {
+	return t.l.SetLauncher(t.self)
+}
+
+// Started stops admitting the hold's children and checks that the kernel
+// admitted the payload (the launcher's last child) as root.
+func (t *bpfTracker) Started(root proc.Ident) error {
+	if err := t.l.SetLauncher(0); err != nil {
+		return err
+	}
+	r, err := t.l.Root()
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.PID == 0:
+		return fmt.Errorf("the BPF lineage never saw the hold fork the payload (pid %d); use --track=proc, and report this", root.PID)
+	case r.PID != root.PID:
+		return fmt.Errorf("the BPF lineage admitted pid %d as the payload, but the payload is pid %d: gpu-hold seems to run in a pid namespace other than the host's, which the BPF tracker cannot follow; use --track=proc", r.PID, root.PID)
+	case root.Start != 0 && bpf.NsToTicks(r.StartNs) != root.Start:
+		return fmt.Errorf("the BPF lineage admitted pid %d started at tick %d, but the payload started at tick %d; use --track=proc, and report this", r.PID, bpf.NsToTicks(r.StartNs), root.Start)
+	}
+	return nil
+}
+
+// Live reads the lineage map and keeps each member whose /proc entry has the
+// start time the kernel recorded (so a recycled pid is never returned) and
+// is not a zombie.
+func (t *bpfTracker) Live() ([]proc.Stat, error) {
+	ms, err := t.l.Members()
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	live := make([]proc.Stat, 0, len(ms))
+	for _, m := range ms {
+		if m.PID == t.self {
+			continue
+		}
+		st, err := proc.ReadStat(m.PID)
+		if err != nil {
+			if !errors.Is(err, proc.ErrGone) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if st.Start != m.StartTicks() || st.Dead() {
+			continue
+		}
+		live = append(live, st)
+		t.regroup(time.Now(), st.Ident, st.PPID, st.PGID, st.SID)
+	}
+	return live, errors.Join(errs...)
+}
+
+// Changed is signalled on every fork and exit the kernel reports.
+func (t *bpfTracker) Changed() <-chan struct{} { return t.changed }
+
+// Seal makes the kernel kill a forking member at the fork and its child at
+// birth, from now on.
+func (t *bpfTracker) Seal() error { return t.l.Seal() }
+
+func (t *bpfTracker) Counters() Counters {
+	c, err := t.l.Counters()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil {
+		t.count = Counters{LostEvents: c.Lost, MapOverflow: c.Overflow, Members: c.Admitted}
+	}
+	return t.count
+}
+
+// Close reads the events still in the ring buffer, then frees the kernel
+// objects (a pinned lineage stays in the kernel until unpinned).
+func (t *bpfTracker) Close() error {
+	var err error
+	t.close.Do(func() {
+		if ferr := t.rd.Flush(); ferr != nil {
+			t.rd.Close()
+		}
+		<-t.done
+		t.Counters() // the last reading, kept for Counters after Close
+		err = errors.Join(t.rd.Close(), t.l.Close())
+	})
+	return err
+}
+
+// read turns ring buffer events into lineage events until the reader is
+// flushed or closed.
+func (t *bpfTracker) read() {
+	defer close(t.done)
+	for {
+		e, err := t.rd.Read()
+		if err != nil {
+			if bpf.IsClosed(err) {
+				return
+			}
+			continue // an undecodable record: counted nowhere, but never seen in practice
+		}
+		ev := t.event(e)
+		switch e.Kind {
+		case bpf.KindFork, bpf.KindKilledAtBirth:
+			t.mu.Lock()
+			t.groups[ev.PID] = group{start: ev.Start, pgid: ev.PGID, sid: ev.SID}
+			t.mu.Unlock()
+		case bpf.KindExec:
+			t.regroup(ev.Time, ev.Ident, 0, ev.PGID, ev.SID)
+		case bpf.KindExit:
+			t.regroup(ev.Time, ev.Ident, 0, ev.PGID, ev.SID)
+			t.mu.Lock()
+			delete(t.groups, ev.PID)
+			t.mu.Unlock()
+		}
+		t.emit(ev)
+		if e.Kind != bpf.KindExec {
+			select {
+			case t.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// event converts a kernel event.
+func (t *bpfTracker) event(e bpf.Event) Event {
+	uid := e.UID
+	ev := Event{
+		Time:  time.Unix(0, int64(e.TimeNs)+int64(t.bootToWall)),
+		Ident: proc.Ident{PID: e.PID, Start: bpf.NsToTicks(e.StartNs)},
+		PGID:  e.PGID,
+		SID:   e.SID,
+		UID:   &uid,
+	}
+	switch e.Kind {
+	case bpf.KindFork:
+		ev.Kind, ev.PPID = Fork, e.PPID
+	case bpf.KindKilledAtBirth:
+		ev.Kind, ev.PPID = KilledAtBirth, e.PPID
+	case bpf.KindExec:
+		ev.Kind, ev.Filename, ev.Argv = Exec, e.Filename, e.Argv
+	case bpf.KindExit:
+		ev.Kind = Exit
+		code, sig := e.ExitStatus()
+		if sig != 0 {
+			ev.Signal = &sig
+		} else {
+			ev.ExitCode = &code
+		}
+	}
+	return ev
+}
+
+// regroup emits a Regroup event when a member is seen in another process
+// group or session than it was last seen in (from its fork on).
+func (t *bpfTracker) regroup(at time.Time, id proc.Ident, ppid, pgid, sid int) {
+	t.mu.Lock()
+	g, ok := t.groups[id.PID]
+	changed := ok && g.start == id.Start && (g.pgid != pgid || g.sid != sid)
+	if ok && g.start == id.Start {
+		t.groups[id.PID] = group{start: id.Start, pgid: pgid, sid: sid}
+	}
+	t.mu.Unlock()
+	if changed {
+		t.emit(Event{Kind: Regroup, Time: at, Ident: id, PPID: ppid, PGID: pgid, SID: sid})
+	}
+}
+
+func (t *bpfTracker) emit(ev Event) {
+	if t.opts.Sink == nil {
+		return
+	}
+	t.sinkMu.Lock()
+	defer t.sinkMu.Unlock()
+	t.opts.Sink(ev)
+}

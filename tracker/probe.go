@@ -1,0 +1,67 @@
+// probe.go owns the backend probes that --track=auto uses to choose, and
+// that say exactly why a backend cannot be used on this host.
+package tracker
+
+import (
+	"errors"
+	"os"
+	"sync"
+
+	"github.com/gpu-hold/gpu-hold/bpf"
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+var probeBPF = sync.OnceValue(probeBPFOnce)
+
+// ProbeBPF says why the eBPF backend cannot be used here, or nil: not
+// permitted (capabilities), no kernel BTF, a kernel too old for the seal's
+// kfunc, or the kernel refusing to load or attach the programs (with the
+// verifier's reason). It loads and attaches a throwaway copy of the programs
+// once per process, and remembers the answer.
+func ProbeBPF() error { return probeBPF() }
+
+func probeBPFOnce() error {
+	fail := func(reason string) error { return &ProbeError{Backend: BackendBPF, Reason: reason} }
+	caps, err := EffectiveCaps()
+	if err != nil {
+		return fail(err.Error())
+	}
+	if !caps.CanTrace() {
+		return fail(errNotPermitted.Error() + "; this process has " + caps.String())
+	}
+	if err := CheckBTF(); err != nil {
+		return fail(err.Error())
+	}
+	if err := CheckSendSignalTask(); err != nil {
+		return fail(err.Error())
+	}
+	// The real test: load and attach, with the smallest ring buffer.
+	l, err := bpf.Load(bpf.Options{EventBytes: uint32(os.Getpagesize())})
+	if err != nil {
+		var le *bpf.LoadError
+		if errors.As(err, &le) {
+			return fail("the kernel refused the programs: " + le.Line)
+		}
+		return fail(err.Error())
+	}
+	if err := l.Close(); err != nil {
+		return fail("closing the probe programs: " + err.Error())
+	}
+	return nil
+}
+
+// ProbeProc says why the procfs backend cannot be used here, or nil: /proc
+// not readable, no pidfds, no child subreaper.
+func ProbeProc() error {
+	fail := func(reason string) error { return &ProbeError{Backend: BackendProc, Reason: reason} }
+	if _, err := proc.Self(); err != nil {
+		return fail("cannot read /proc/self/stat: " + err.Error() + " (is /proc mounted?)")
+	}
+	if err := CheckPidfd(); err != nil {
+		return fail(err.Error())
+	}
+	if err := CheckSubreaper(); err != nil {
+		return fail(err.Error())
+	}
+	return nil
+}

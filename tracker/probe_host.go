@@ -1,0 +1,117 @@
+// probe_host.go owns the host facts the backends depend on, each checked on
+// its own so that `gpu-hold doctor` can show them: capabilities, kernel
+// release, kernel BTF and the kfunc the seal needs, pidfds, subreapers.
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+)
+
+// VmlinuxBTF is where the kernel publishes its own BTF.
+const VmlinuxBTF = "/sys/kernel/btf/vmlinux"
+
+// Caps are the effective capabilities the backends care about.
+type Caps struct {
+	SysAdmin bool `json:"cap_sys_admin"`
+	BPF      bool `json:"cap_bpf"`
+	Perfmon  bool `json:"cap_perfmon"`
+	Kill     bool `json:"cap_kill"`
+}
+
+// CanTrace reports whether the caps allow loading and attaching tracing programs.
+func (c Caps) CanTrace() bool { return c.SysAdmin || (c.BPF && c.Perfmon) }
+
+func (c Caps) String() string {
+	var s []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{c.BPF, "CAP_BPF"}, {c.Perfmon, "CAP_PERFMON"}, {c.SysAdmin, "CAP_SYS_ADMIN"}, {c.Kill, "CAP_KILL"}} {
+		if x.on {
+			s = append(s, x.name)
+		}
+	}
+	if len(s) == 0 {
+		return "none of CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_KILL"
+	}
+	return strings.Join(s, " ")
+}
+
+// EffectiveCaps reads this process's effective capabilities.
+func EffectiveCaps() (Caps, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return Caps{}, fmt.Errorf("capget: %w", err)
+	}
+	has := func(c int) bool { return data[c/32].Effective&(1<<(uint(c)%32)) != 0 }
+	return Caps{
+		SysAdmin: has(unix.CAP_SYS_ADMIN),
+		BPF:      has(unix.CAP_BPF),
+		Perfmon:  has(unix.CAP_PERFMON),
+		Kill:     has(unix.CAP_KILL),
+	}, nil
+}
+
+// KernelRelease is uname -r.
+func KernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// CheckBTF says whether the kernel publishes BTF (CONFIG_DEBUG_INFO_BTF),
+// which tp_btf programs and CO-RE need.
+func CheckBTF() error {
+	if _, err := os.Stat(VmlinuxBTF); err != nil {
+		return fmt.Errorf("no kernel BTF at %s (kernel built without CONFIG_DEBUG_INFO_BTF)", VmlinuxBTF)
+	}
+	return nil
+}
+
+// CheckSendSignalTask says whether the kernel has the kfunc
+// bpf_send_signal_task (6.13+), without which the seal cannot kill a child
+// at birth.
+func CheckSendSignalTask() error {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("reading kernel BTF: %v", err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("bpf_send_signal_task", &fn); err != nil {
+		return fmt.Errorf("kernel %s has no bpf_send_signal_task kfunc (added in 6.13), so the seal could not kill a child at birth", KernelRelease())
+	}
+	return nil
+}
+
+// CheckPidfd says whether pidfd_open works (Linux 5.3+).
+func CheckPidfd() error {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_open failed: %v (needs Linux 5.3+)", err)
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// CheckSubreaper says whether prctl(PR_*_CHILD_SUBREAPER) is available. It
+// only reads the flag; it does not make this process a subreaper.
+func CheckSubreaper() error {
+	var v int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_GET_CHILD_SUBREAPER) failed: %v", err)
+	}
+	return nil
+}
+
+// errNotPermitted is the capability reason of ProbeBPF.
+var errNotPermitted = errors.New("not permitted: loading tracing programs needs root, or CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)")

@@ -1,0 +1,262 @@
+// procfs.go owns the procfs backend: the hold makes itself a child
+// subreaper, so every orphan of the payload reparents to it instead of to
+// init, and walks /proc for its descendants. It keeps the union of every
+// process it has seen, by (pid, start time), reaps the orphans it adopted
+// (never the payload, whose status belongs to os/exec), and turns what its
+// walks see into lineage events.
+package tracker
+
+import (
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// procWalkInterval is how often the procfs backend walks /proc while the
+// payload runs, to record processes for the record. Teardown walks on its own.
+const procWalkInterval = 250 * time.Millisecond
+
+type procTracker struct {
+	opts Options
+	self int
+
+	mu     sync.Mutex
+	root   proc.Ident
+	seen   map[proc.Ident]*procMember // every member ever seen
+	byPID  map[int]proc.Ident         // live members' pids -> identity
+	sealed time.Time
+	count  Counters
+
+	stop chan struct{}
+	done chan struct{}
+	sigc chan os.Signal
+}
+
+type procMember struct {
+	stat proc.Stat
+	dead bool
+}
+
+func newProcTracker(opts Options) (Tracker, error) {
+	return &procTracker{
+		opts:  opts,
+		self:  os.Getpid(),
+		seen:  make(map[proc.Ident]*procMember),
+		byPID: make(map[int]proc.Ident),
+	}, nil
+}
+
+func (t *procTracker) Backend() string { return BackendProc }
+
+// Prepare makes the hold a child subreaper before the payload exists, so no
+// orphan can slip past it to init.
+func (t *procTracker) Prepare(cmd *exec.Cmd) error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return &ProbeError{Backend: BackendProc, Reason: "prctl(PR_SET_CHILD_SUBREAPER) failed: " + err.Error()}
+	}
+	return nil
+}
+
+// Started records the payload and starts the background walker and reaper.
+func (t *procTracker) Started(root proc.Ident) error {
+	t.mu.Lock()
+	t.root = root
+	t.mu.Unlock()
+	t.stop = make(chan struct{})
+	t.done = make(chan struct{})
+	t.sigc = make(chan os.Signal, 1)
+	signal.Notify(t.sigc, syscall.SIGCHLD)
+	go t.loop()
+	_, err := t.Live()
+	return err
+}
+
+// loop walks /proc at an interval and whenever a child changes state
+// (SIGCHLD: an adopted orphan may need reaping).
+func (t *procTracker) loop() {
+	defer close(t.done)
+	tick := time.NewTicker(procWalkInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+		case <-t.sigc:
+		}
+		t.Live()
+	}
+}
+
+// Live walks /proc once: the descendants of the hold, plus every member
+// seen before that is still alive, minus zombies. Adopted zombies are reaped.
+func (t *procTracker) Live() ([]proc.Stat, error) {
+	live, reap, err := t.walk()
+	for _, pid := range reap {
+		t.reap(pid)
+	}
+	return live, err
+}
+
+// walk is one pass over /proc; it returns the live members and the adopted
+// zombies to reap.
+func (t *procTracker) walk() (live []proc.Stat, reap []int, err error) {
+	children := make(map[int][]proc.Stat, 256)
+	if err := proc.Walk(func(st proc.Stat) {
+		children[st.PPID] = append(children[st.PPID], st)
+	}); err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Breadth-first from the hold itself: everything below it is the
+	// payload's (the hold starts nothing else, and orphans come to it).
+	found := make(map[proc.Ident]bool, len(t.byPID)+16)
+	queue := []int{t.self}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, st := range children[pid] {
+			queue = append(queue, st.PID)
+			if st.Dead() {
+				if st.PPID == t.self && st.PID != t.root.PID {
+					reap = append(reap, st.PID)
+				}
+				continue
+			}
+			found[st.Ident] = true
+			live = append(live, st)
+			t.observe(st, now)
+		}
+	}
+	// Members seen before but no longer below the hold (they cannot get out
+	// from under a subreaper, but the union is what the design promises).
+	for _, id := range t.byPID {
+		m := t.seen[id]
+		if found[id] {
+			continue
+		}
+		st, err := proc.ReadStat(id.PID)
+		if err == nil && st.Start == id.Start && !st.Dead() {
+			live = append(live, st)
+			continue
+		}
+		t.exited(id, m, now, nil)
+	}
+	return live, reap, nil
+}
+
+// observe notes a live member: a new one is a fork (and its program an
+// exec); a known one whose command name changed has exec'd.
+func (t *procTracker) observe(st proc.Stat, now time.Time) {
+	m, ok := t.seen[st.Ident]
+	if !ok {
+		t.seen[st.Ident] = &procMember{stat: st}
+		t.byPID[st.PID] = st.Ident
+		t.count.Members++
+		t.emit(Event{Kind: Fork, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
+		t.emitExec(st, now)
+		return
+	}
+	if m.stat.Comm != st.Comm {
+		t.emitExec(st, now)
+	}
+	if m.stat.PGID != st.PGID || m.stat.SID != st.SID {
+		t.emit(Event{Kind: Regroup, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID})
+	}
+	m.stat = st
+}
+
+func (t *procTracker) emitExec(st proc.Stat, now time.Time) {
+	argv := proc.Cmdline(st.PID, maxArgs, maxArgLen)
+	exe, _ := os.Readlink("/proc/" + itoa(st.PID) + "/exe")
+	if exe == "" && len(argv) > 0 {
+		exe = argv[0]
+	}
+	t.emit(Event{Kind: Exec, Time: now, Ident: st.Ident, Filename: exe, Argv: argv})
+}
+
+// exited records a member's exit; status is nil when procfs cannot know it.
+func (t *procTracker) exited(id proc.Ident, m *procMember, now time.Time, status *unix.WaitStatus) {
+	if m.dead {
+		return
+	}
+	m.dead = true
+	if t.byPID[id.PID] == id {
+		delete(t.byPID, id.PID)
+	}
+	ev := Event{Kind: Exit, Time: now, Ident: id}
+	if status != nil {
+		setExitStatus(&ev, *status)
+	}
+	t.emit(ev)
+}
+
+// reap collects an adopted orphan's zombie (never the payload's: os/exec
+// owns that) and records its exit status, which procfs learns only here.
+func (t *procTracker) reap(pid int) {
+	var info unix.Siginfo
+	// Peek first, so a pid that is not our zombie any more is left alone.
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+		return
+	}
+	st, err := proc.ReadStat(pid)
+	if err != nil || !st.Dead() {
+		return
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := proc.Ident{PID: pid, Start: st.Start}
+	if m, ok := t.seen[id]; ok {
+		t.exited(id, m, time.Now(), &ws)
+	}
+}
+
+func (t *procTracker) emit(ev Event) {
+	if t.opts.Sink != nil {
+		t.opts.Sink(ev)
+	}
+}
+
+// Changed is nil: procfs cannot see births as they happen; callers rescan.
+func (t *procTracker) Changed() <-chan struct{} { return nil }
+
+// Seal notes the instant; procfs cannot stop forks, so the caller's KILL
+// passes repeat until nothing is left.
+func (t *procTracker) Seal() error {
+	t.mu.Lock()
+	t.sealed = time.Now()
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *procTracker) Counters() Counters {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.count
+}
+
+// Close stops the walker; one last walk records late exits and reaps.
+func (t *procTracker) Close() error {
+	if t.stop != nil {
+		close(t.stop)
+		<-t.done
+		signal.Stop(t.sigc)
+		t.stop = nil
+		t.Live()
+	}
+	return nil
+}

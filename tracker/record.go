@@ -1,0 +1,219 @@
+// record.go owns the lineage record's format: the hold's header (HoldInfo),
+// the fates and causes it names, the reap section a successor appends, the
+// JSON lines they are written as, and where records live. docs/RECORD.md
+// documents the same format for people.
+package tracker
+
+import (
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// RecordVersion is the format version this package writes and the newest
+// it reads.
+const RecordVersion = 1
+
+// Bounds on what one line may carry, so a hostile payload cannot bloat the
+// record: argv is cut to MaxArgs arguments of MaxArgLen bytes each, and
+// filenames to MaxFilenameLen bytes. A cut argv is marked argv_truncated.
+const (
+	MaxArgs        = 64
+	MaxArgLen      = 512
+	MaxFilenameLen = 4096
+	// MaxRecordEvents is how many event lines one record holds; the events
+	// after it are counted in HoldInfo.DroppedEvents instead of written.
+	MaxRecordEvents = 1 << 18
+	// maxLineLen is the longest line the reader accepts.
+	maxLineLen = 1 << 20
+)
+
+// Fate says how a process of the lineage ended.
+type Fate string
+
+const (
+	// FateExited: it exited on its own before the teardown began.
+	FateExited Fate = "exited"
+	// FateTerm: it ended during the teardown without needing KILL.
+	FateTerm Fate = "term"
+	// FateKill: it needed KILL.
+	FateKill Fate = "kill"
+	// FateKilledAtBirth: the sealed lineage killed it at its fork.
+	FateKilledAtBirth Fate = "killed-at-birth"
+	// FateSurvivor: it was still alive when the hold gave up on it.
+	FateSurvivor Fate = "survivor"
+	// FateUnknown is never written: the reader gives it to a process whose
+	// exit was not seen and whose fate was not written (the record stops
+	// while it lives, or its exit event was lost).
+	FateUnknown Fate = "unknown"
+)
+
+func (f Fate) valid() bool {
+	switch f {
+	case FateExited, FateTerm, FateKill, FateKilledAtBirth, FateSurvivor:
+		return true
+	}
+	return false
+}
+
+// Cause says why a hold ended. The hold may write others; the reader does
+// not check them.
+type Cause string
+
+const (
+	CauseExited     Cause = "exited"      // the payload exited by itself
+	CauseSignal     Cause = "signal"      // the payload was killed by a signal
+	CauseMaxHold    Cause = "max-hold"    // the max hold ran out
+	CauseSignalled  Cause = "signalled"   // the hold itself got TERM/INT/HUP
+	CauseMemFloor   Cause = "mem-floor"   // available memory fell below --mem-floor
+	CauseExecFailed Cause = "exec-failed" // the payload could not be started
+	CauseError      Cause = "error"       // gpu-hold's own failure
+)
+
+// Flags a reader sets on a process.
+const (
+	FlagLeftGroup   = "left-group"   // seen in another process group than the payload's
+	FlagLeftSession = "left-session" // seen in another session than the payload's
+	FlagReparented  = "reparented"   // its parent changed, or its parent ended before it
+	FlagReaped      = "reaped"       // its fate was written by a successor that reaped it
+)
+
+// HoldInfo is the record's header: who held what, when, and how it ended.
+// The writer streams a full copy of it on every update; the last one wins.
+type HoldInfo struct {
+	ID       string     `json:"id"`
+	Resource string     `json:"resource"`
+	Label    string     `json:"label,omitempty"`
+	Ticket   uint64     `json:"ticket,omitempty"` // the ticket's sequence number
+	Holder   proc.Ident `json:"holder"`           // the gpu-hold process
+	UID      int        `json:"uid"`
+	Host     string     `json:"host,omitempty"`
+	Cmd      []string   `json:"cmd,omitempty"` // the payload command line
+	Backend  string     `json:"backend,omitempty"`
+	// BackendNote says why the backend was chosen (the fallback notice).
+	BackendNote string `json:"backend_note,omitempty"`
+	// Payload is the payload's root process, once started; PGID and SID
+	// are its group and session, which left-group/left-session compare to.
+	Payload *proc.Ident `json:"payload,omitempty"`
+	PGID    int         `json:"pgid,omitempty"`
+	SID     int         `json:"sid,omitempty"`
+	Cgroup  string      `json:"cgroup,omitempty"`
+	Times   HoldTimes   `json:"times"`
+	// ExitCode is gpu-hold's own exit status; Cause why the hold ended;
+	// Signal the signal behind it when there was one (the payload's
+	// killing signal, or the one the hold got).
+	ExitCode *int     `json:"exit_code,omitempty"`
+	Cause    Cause    `json:"cause,omitempty"`
+	Signal   int      `json:"signal,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Counters Counters `json:"counters"`
+	// DroppedEvents counts events past MaxRecordEvents, or lost to write
+	// errors; the writer sets it.
+	DroppedEvents uint64       `json:"dropped_events,omitempty"`
+	Survivors     []proc.Ident `json:"survivors,omitempty"`
+	// DeviceHolders are the processes outside the lineage that still held
+	// the device after teardown, as the hold describes them (opaque here).
+	DeviceHolders []any `json:"device_holders,omitempty"`
+	// Reaped lists the dead holders' lineages this hold ended before its
+	// own payload started.
+	Reaped []ReapedHold `json:"reaped,omitempty"`
+}
+
+// HoldTimes are the instants of a hold's life. Zero ones are omitted.
+type HoldTimes struct {
+	Queued        time.Time `json:"queued,omitzero"`
+	Granted       time.Time `json:"granted,omitzero"`
+	PayloadStart  time.Time `json:"payload_start,omitzero"`
+	Deadline      time.Time `json:"deadline,omitzero"`
+	TeardownStart time.Time `json:"teardown_start,omitzero"` // the TERM pass
+	KillStart     time.Time `json:"kill_start,omitzero"`     // the seal and first KILL pass
+	TeardownEnd   time.Time `json:"teardown_end,omitzero"`
+	Released      time.Time `json:"released,omitzero"`
+}
+
+// ReapedHold is a dead holder's lineage that this hold ended (written in
+// the successor's own record; the dead holder's record gets a ReapInfo).
+type ReapedHold struct {
+	HoldID    string       `json:"hold_id"`
+	Holder    proc.Ident   `json:"holder"`
+	Record    string       `json:"record,omitempty"`
+	At        time.Time    `json:"at,omitzero"`
+	Ended     int          `json:"ended"`
+	Survivors []proc.Ident `json:"survivors,omitempty"`
+	Error     string       `json:"error,omitempty"`
+}
+
+// ReapInfo is the section a successor appends to a dead holder's record
+// when it ends that holder's lineage. The fate lines after it are the
+// reaper's. Writing it again with the same By updates it.
+type ReapInfo struct {
+	By      proc.Ident `json:"by"`                // the reaping process
+	Via     string     `json:"via,omitempty"`     // "hold" (a successor) or "reap" (gpu-hold reap)
+	HoldID  string     `json:"hold_id,omitempty"` // the reaper's hold, when it is one
+	UID     int        `json:"uid"`
+	Host    string     `json:"host,omitempty"`
+	Source  string     `json:"source,omitempty"` // how the lineage was found: "bpf-pin", "record"
+	Started time.Time  `json:"started,omitzero"`
+	Ended   time.Time  `json:"ended,omitzero"`
+	// Candidates is how many identities were looked at; Signalled how
+	// many were still alive and got a signal.
+	Candidates int          `json:"candidates"`
+	Signalled  int          `json:"signalled"`
+	Survivors  []proc.Ident `json:"survivors,omitempty"`
+	Error      string       `json:"error,omitempty"`
+	// TornTail is the length of a partial last line the dead holder left,
+	// which the appender cut off before writing; the writer sets it.
+	TornTail int `json:"torn_tail_bytes,omitempty"`
+}
+
+// RecordPath is where a hold's record goes by default: the records
+// directory of the resource's directory, named by hold id.
+func RecordPath(resourceDir, holdID string) string {
+	return filepath.Join(resourceDir, "records", strings.ReplaceAll(holdID, "/", "_")+".jsonl")
+}
+
+// Line types of the JSON lines file.
+const (
+	lineHold  = "hold"
+	lineEvent = "event"
+	lineFate  = "fate"
+	lineReap  = "reap"
+	lineEnd   = "end"
+)
+
+// lineHead is what every line starts with; v is set on hold lines.
+type lineHead struct {
+	V    int    `json:"v,omitempty"`
+	Type string `json:"type"`
+}
+
+type holdLine struct {
+	lineHead
+	Hold HoldInfo `json:"hold"`
+}
+
+type eventLine struct {
+	Type string `json:"type"`
+	Event
+	ArgvTruncated bool `json:"argv_truncated,omitempty"`
+}
+
+type fateLine struct {
+	Type string `json:"type"`
+	proc.Ident
+	Fate Fate      `json:"fate"`
+	At   time.Time `json:"at,omitzero"`
+}
+
+type reapLine struct {
+	Type string   `json:"type"`
+	Reap ReapInfo `json:"reap"`
+}
+
+type endLine struct {
+	Type string      `json:"type"`
+	At   time.Time   `json:"at,omitzero"`
+	By   *proc.Ident `json:"by,omitempty"` // set when a reaper closes its section
+}

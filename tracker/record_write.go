@@ -1,0 +1,289 @@
+// record_write.go owns writing a lineage record: the hold streams it as JSON
+// lines (one write per line, so a hold killed mid-way leaves every line but
+// perhaps the last), and a successor appends a reap section to a dead
+// holder's record. The writer holds an exclusive flock on the file for its
+// life, so an appender can tell a dead holder's record from a live one.
+package tracker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// ErrRecordBusy means another live process holds the record's lock: its
+// holder is still writing it.
+var ErrRecordBusy = errors.New("record is locked by a live writer")
+
+// RecordWriter streams one record. Its methods are safe to call from
+// several goroutines (the tracker's sink and the hold). Write errors are
+// sticky: later lines are dropped and counted, and Close returns the error.
+type RecordWriter struct {
+	mu        sync.Mutex
+	f         *os.File
+	path      string
+	hold      HoldInfo
+	appending bool        // a successor's writer (AppendRecord)
+	reapBy    *proc.Ident // the appender's identity, once Reap was called
+	tornTail  int         // bytes of the dead holder's partial last line cut off
+	events    int
+	dropped   uint64
+	written   uint64 // dropped count in the last hold line written
+	err       error
+	closed    bool
+}
+
+// CreateRecord creates the record at path (and its directory) and writes
+// the header h. The file must not exist: hold ids are unique. The file is
+// made group-writable so that a successor of another uid in the queue's
+// group can append its reap section.
+func CreateRecord(path string, h HoldInfo) (*RecordWriter, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o775); err != nil {
+		return nil, fmt.Errorf("cannot create the records directory for %s: %v; check the queue directory's permissions or write the record elsewhere (--dump)", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o664)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("record %s already exists: each hold needs its own record; remove the file or choose another path", path)
+		}
+		return nil, fmt.Errorf("cannot create record %s: %v; check the directory's permissions or write the record elsewhere (--dump)", path, err)
+	}
+	_ = f.Chmod(0o664) // umask would otherwise keep the group out
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("cannot lock new record %s: %v", path, err)
+	}
+	w := &RecordWriter{f: f, path: path, hold: h}
+	w.hold.DroppedEvents = 0
+	w.writeHoldLocked()
+	if w.err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, w.err
+	}
+	return w, nil
+}
+
+// AppendRecord opens a dead holder's record to append a reap section. It
+// fails with an error wrapping ErrRecordBusy while the holder still writes
+// it, and when the record is unreadable (the error names the line). A
+// partial last line the holder left is cut off first (its length goes into
+// the first ReapInfo written). Call Reap before Fate or Event.
+func AppendRecord(path string) (*RecordWriter, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("record %s is not writable by uid %d: %v; run the reap as the holder's user or a member of the queue's group", path, os.Getuid(), err)
+		}
+		return nil, fmt.Errorf("cannot open record %s to append the reap: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("record %s: %w (its holder is alive): reap only a holder that is gone", path, ErrRecordBusy)
+		}
+		return nil, fmt.Errorf("cannot lock record %s: %v", path, err)
+	}
+	rec, tail, err := readRecord(f, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	w := &RecordWriter{f: f, path: path, hold: rec.Hold, appending: true}
+	switch {
+	case tail.partial > 0:
+		if err := f.Truncate(tail.good); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cannot cut the partial last line off record %s: %v", path, err)
+		}
+		w.tornTail = tail.partial
+	case tail.unterminated:
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cannot append to record %s: %v", path, err)
+		}
+	}
+	return w, nil
+}
+
+// Path is the record's file.
+func (w *RecordWriter) Path() string { return w.path }
+
+// Hold returns a copy of the header as last written.
+func (w *RecordWriter) Hold() HoldInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hold
+}
+
+// Event appends a lineage event, with argv and filename bounded.
+func (w *RecordWriter) Event(ev Event) {
+	l := eventLine{Type: lineEvent, Event: ev}
+	l.Filename = bound(l.Filename, MaxFilenameLen)
+	l.Argv, l.ArgvTruncated = boundArgv(ev.Argv)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	if w.events >= MaxRecordEvents || w.err != nil {
+		w.dropped++
+		return
+	}
+	w.events++
+	if !w.writeLocked(l) {
+		w.dropped++
+	}
+}
+
+// Fate records how the process id ended (or that it survived), at the
+// instant at. The last fate written for a process wins.
+func (w *RecordWriter) Fate(id proc.Ident, fate Fate, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	if !fate.valid() && w.err == nil {
+		w.err = fmt.Errorf("record %s: fate %q is not one the format knows (a bug in gpu-hold)", w.path, fate)
+		return
+	}
+	w.writeLocked(fateLine{Type: lineFate, Ident: id, Fate: fate, At: at})
+}
+
+// Update changes the header under the writer's lock and writes it again.
+// fn must not call the writer. On an appending writer it does nothing: the
+// dead holder's header is not the reaper's to change.
+func (w *RecordWriter) Update(fn func(h *HoldInfo)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.appending {
+		return
+	}
+	fn(&w.hold)
+	w.writeHoldLocked()
+}
+
+// Reap writes (or, with the same By again, updates) the reap section of an
+// appending writer. The Fate lines written after it are the reaper's.
+func (w *RecordWriter) Reap(r ReapInfo) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	if !w.appending {
+		if w.err == nil {
+			w.err = fmt.Errorf("record %s: Reap on the holder's own writer (a bug in gpu-hold): use AppendRecord", w.path)
+		}
+		return
+	}
+	r.TornTail = w.tornTail
+	by := r.By
+	w.reapBy = &by
+	w.writeLocked(reapLine{Type: lineReap, Reap: r})
+}
+
+// Err returns the first write error, if any.
+func (w *RecordWriter) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Close writes the end line (with the dropped-event count first when
+// events were dropped), syncs and closes the file, and returns the first
+// write error. Calls after Close are ignored.
+func (w *RecordWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return w.err
+	}
+	if !w.appending && w.dropped != w.written {
+		w.writeHoldLocked()
+	}
+	end := endLine{Type: lineEnd, At: time.Now()}
+	if w.appending {
+		by := w.reapBy
+		if by == nil {
+			if self, err := proc.Self(); err == nil {
+				by = &self
+			} else {
+				by = &proc.Ident{PID: os.Getpid()}
+			}
+		}
+		end.By = by
+	}
+	w.writeLocked(end)
+	if err := w.f.Sync(); err != nil && w.err == nil {
+		w.err = fmt.Errorf("syncing record %s: %v", w.path, err)
+	}
+	if err := w.f.Close(); err != nil && w.err == nil {
+		w.err = fmt.Errorf("closing record %s: %v", w.path, err)
+	}
+	w.closed = true
+	return w.err
+}
+
+func (w *RecordWriter) writeHoldLocked() {
+	w.hold.DroppedEvents = w.dropped
+	if w.writeLocked(holdLine{lineHead: lineHead{V: RecordVersion, Type: lineHold}, Hold: w.hold}) {
+		w.written = w.dropped
+	}
+}
+
+// writeLocked writes v as one line in one write(2). It reports success.
+func (w *RecordWriter) writeLocked(v any) bool {
+	if w.err != nil {
+		return false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		w.err = fmt.Errorf("record %s: cannot encode a line: %v", w.path, err)
+		return false
+	}
+	b = append(b, '\n')
+	if _, err := w.f.Write(b); err != nil {
+		w.err = fmt.Errorf("writing record %s: %v; the record stops here", w.path, err)
+		return false
+	}
+	return true
+}
+
+func bound(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func boundArgv(argv []string) ([]string, bool) {
+	cut := len(argv) > MaxArgs
+	n := min(len(argv), MaxArgs)
+	for _, a := range argv[:n] {
+		if len(a) > MaxArgLen {
+			cut = true
+		}
+	}
+	if !cut {
+		return argv, false
+	}
+	out := make([]string, n)
+	for i, a := range argv[:n] {
+		out[i] = bound(a, MaxArgLen)
+	}
+	return out, true
+}
+
+var _ io.Closer = (*RecordWriter)(nil)

@@ -1,0 +1,97 @@
+// resume.go owns taking over a dead holder's lineage for teardown: from the
+// holder's pinned eBPF lineage when it left one (tracking went on after it
+// died), else from the identities its record names, widened by a /proc
+// walk to their live descendants.
+package tracker
+
+import (
+	"os/exec"
+	"sync"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// Sources of a resumed lineage, as recorded in the reap section.
+const (
+	SourceBPFPin = "bpf-pin"
+	SourceRecord = "record"
+)
+
+// openPinned opens a dead holder's pinned eBPF lineage (set by the eBPF
+// backend; nil or an error when there is none).
+var openPinned func(holdID string) (Tracker, error)
+
+// Resume returns a tracker over dead holder holdID's lineage, for teardown
+// only (Prepare and Started are not used), and where the lineage came from.
+// ids are the live identities its record names.
+func Resume(holdID string, ids []proc.Ident) (Tracker, string) {
+	if openPinned != nil && holdID != "" {
+		if tr, err := openPinned(holdID); err == nil {
+			return tr, SourceBPFPin
+		}
+	}
+	return newStaticTracker(ids), SourceRecord
+}
+
+// staticTracker knows a set of identities and treats their descendants as
+// members too (a child of a member is a member).
+type staticTracker struct {
+	mu      sync.Mutex
+	members map[proc.Ident]bool
+}
+
+func newStaticTracker(ids []proc.Ident) *staticTracker {
+	t := &staticTracker{members: make(map[proc.Ident]bool, len(ids))}
+	for _, id := range ids {
+		t.members[id] = true
+	}
+	return t
+}
+
+func (t *staticTracker) Backend() string          { return BackendProc }
+func (t *staticTracker) Prepare(*exec.Cmd) error  { return nil }
+func (t *staticTracker) Started(proc.Ident) error { return nil }
+func (t *staticTracker) Changed() <-chan struct{} { return nil }
+func (t *staticTracker) Seal() error              { return nil }
+func (t *staticTracker) Close() error             { return nil }
+func (t *staticTracker) Counters() Counters       { return Counters{Members: uint64(len(t.members))} }
+
+// Live walks /proc: known members that are still the same process, and
+// every live descendant of one.
+func (t *staticTracker) Live() ([]proc.Stat, error) {
+	children := make(map[int][]proc.Stat)
+	byPID := make(map[int]proc.Stat)
+	if err := proc.Walk(func(st proc.Stat) {
+		children[st.PPID] = append(children[st.PPID], st)
+		byPID[st.PID] = st
+	}); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var live []proc.Stat
+	var queue []int
+	for id := range t.members {
+		if st, ok := byPID[id.PID]; ok && st.Start == id.Start {
+			queue = append(queue, st.PID)
+			if !st.Dead() {
+				live = append(live, st)
+			}
+		}
+	}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, st := range children[pid] {
+			if t.members[st.Ident] {
+				continue
+			}
+			t.members[st.Ident] = true
+			queue = append(queue, st.PID)
+			if !st.Dead() {
+				live = append(live, st)
+			}
+		}
+	}
+	return live, nil
+}

@@ -1,0 +1,89 @@
+// Package tracker follows the lineage of one payload: every process it
+// creates, however it got away (setsid, double fork, another group or cgroup).
+// tracker.go owns the Tracker interface that both backends implement and the
+// constructor that picks one.
+package tracker
+
+import (
+	"os/exec"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// Backend names, as given to --track and written in records.
+const (
+	BackendBPF  = "bpf"
+	BackendProc = "proc"
+)
+
+// Tracker follows one payload's lineage from its first instruction to the
+// last exit of its last descendant. The hold drives it:
+//
+//	Prepare(cmd) -> cmd.Start() -> Started(pid) -> Live()... -> Seal() -> Live()... -> Close()
+type Tracker interface {
+	// Backend is BackendBPF or BackendProc.
+	Backend() string
+	// Prepare sets up cmd (SysProcAttr) so that the payload is a lineage
+	// member before its first instruction runs. Called before cmd.Start.
+	Prepare(cmd *exec.Cmd) error
+	// Started tells the tracker the payload's identity, right after cmd.Start.
+	Started(root proc.Ident) error
+	// Live returns every lineage member that is alive now (zombies are
+	// dead), each by identity with its current stat. It never returns the
+	// hold itself.
+	Live() ([]proc.Stat, error)
+	// Changed receives a value (coalesced) when the tracker saw the lineage
+	// change: a birth or an exit. A backend that cannot see births as they
+	// happen (procfs) returns nil, and the caller rescans on its own.
+	Changed() <-chan struct{}
+	// Seal stops the lineage from growing: from now on a member that forks
+	// is killed at the fork and its child at birth (eBPF). The procfs
+	// backend cannot stop forks; its Seal records the instant and the
+	// caller repeats its KILL passes.
+	Seal() error
+	// Counters reports events the tracker lost or could not store.
+	Counters() Counters
+	// Close stops tracking and frees kernel objects (unless pinned).
+	Close() error
+}
+
+// Counters are the tracker's own losses, reported in the record and in
+// metrics; never silently dropped.
+type Counters struct {
+	LostEvents  uint64 `json:"lost_events"`  // ring buffer reservations that failed
+	MapOverflow uint64 `json:"map_overflow"` // members the lineage map could not store
+	Members     uint64 `json:"members"`      // processes ever admitted to the lineage
+}
+
+// Sink receives every lineage event as it is seen. It is called from the
+// tracker's own goroutine; it must not block for long.
+type Sink func(Event)
+
+// Options configure a tracker.
+type Options struct {
+	// Sink receives events for the record; nil discards them.
+	Sink Sink
+	// HoldID names the hold (used for pins and to keep holds apart).
+	HoldID string
+}
+
+// Prober says why a backend cannot be used on this host, or nil.
+type Prober func() error
+
+// New returns a tracker for backend: BackendBPF or BackendProc.
+func New(backend string, opts Options) (Tracker, error) {
+	switch backend {
+	case BackendProc:
+		return newProcTracker(opts)
+	case BackendBPF:
+		return newBPFTracker(opts)
+	}
+	return nil, &UnknownBackendError{Name: backend}
+}
+
+// UnknownBackendError is returned for a --track value that names no backend.
+type UnknownBackendError struct{ Name string }
+
+func (e *UnknownBackendError) Error() string {
+	return "unknown tracker backend " + `"` + e.Name + `"` + ": use --track=auto, --track=bpf or --track=proc"
+}
