@@ -22,7 +22,8 @@ bench: build
 
 # Regenerate the eBPF objects (bpf/lineage_bpfel.{go,o}) from bpf/lineage.bpf.c.
 generate:
-	./bpf/generate.sh
+	@{ command -v clang && command -v llvm-strip && test -f /usr/include/bpf/bpf_helpers.h; } >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y clang llvm libbpf-dev; }
+	$(GO) generate ./bpf/
 
 # A real hold with no set-up: the payload leaves a setsid'd, TERM-ignoring
 # child behind; the hold ends it at the 3 s max hold and shows what it ended.

@@ -36,6 +36,9 @@ char __license[] SEC("license") = "GPL";
 /* EVENTS_BYTES is the default ring buffer size; the loader may change it. */
 #define EVENTS_BYTES (4 << 20)
 
+/* start_boottime (ns) to the clock ticks of /proc/PID/stat (USER_HZ 100) */
+#define NS_PER_TICK 10000000ULL
+
 #define FILENAME_LEN 256
 #define ARGV_LEN 256
 
@@ -67,8 +70,9 @@ struct member {
 /* config is written by userspace only. */
 struct hold_config {
 	__u64 hold_id;
-	__u32 launcher; /* tgid whose children are admitted (the payload); 0: none */
-	__u32 sealed;   /* 1: forks by members are killed */
+	__u64 launcher_start; /* the launcher's start time in ticks (/proc/PID/stat field 22) */
+	__u32 launcher;       /* tgid whose children are admitted (the payload); 0: none */
+	__u32 sealed;         /* 1: forks by members are killed */
 };
 
 /* state is written by the programs only. */
@@ -175,7 +179,8 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	if (bpf_map_lookup_elem(&lineage, &ptgid)) {
 		if (cfg->sealed)
 			flags |= MEMBER_KILLED_AT_BIRTH;
-	} else if (cfg->launcher != 0 && cfg->launcher == ptgid) {
+	} else if (cfg->launcher != 0 && cfg->launcher == ptgid &&
+		   BPF_CORE_READ(parent, group_leader, start_boottime) / NS_PER_TICK == cfg->launcher_start) {
 		/* The last child is the payload: Go's os/exec may first fork a
 		 * short-lived probe child of its own (to check CLONE_PIDFD). */
 		__sync_fetch_and_add(&st->roots, 1);

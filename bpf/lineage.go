@@ -38,6 +38,8 @@ type Options struct {
 	// EventBytes is the ring buffer size, a power of two multiple of the
 	// page size; 0 means DefaultEventBytes.
 	EventBytes uint32
+	// Capacity overrides the lineage map's capacity (tests); 0 means Capacity.
+	Capacity uint32
 }
 
 // Member is one process of the lineage as the kernel recorded it.
@@ -109,7 +111,14 @@ func Load(opts Options) (_ *Lineage, err error) {
 	if opts.EventBytes != 0 {
 		spec.Maps[lineageMapEvents].MaxEntries = opts.EventBytes
 	}
-	var objs lineageObjects
+	if opts.Capacity != 0 {
+		spec.Maps[lineageMapLineage].MaxEntries = opts.Capacity
+	}
+	// Only programs and maps: the .bss variables exist for bpf2go's types.
+	var objs struct {
+		lineagePrograms
+		lineageMaps
+	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, loadError(err)
 	}
@@ -190,15 +199,20 @@ func (l *Lineage) writeConfig(c lineageHoldConfig) error {
 	return nil
 }
 
-// SetLauncher names the process (tgid) whose children are admitted while it
-// is set: the payload, forked by the hold; 0 admits no more. The launcher
-// itself is never a member. Root names the last child admitted.
-func (l *Lineage) SetLauncher(tgid int) error {
+// SetLauncher names the process whose children are admitted while it is
+// set: the payload, forked by the hold. start is its start time in ticks
+// (proc.Ident.Start), so that a recycled pid is never a launcher. A zero
+// pid admits no more. The launcher itself is never a member. Root names the
+// last child admitted.
+func (l *Lineage) SetLauncher(pid int, start uint64) error {
 	c, err := l.readConfig()
 	if err != nil {
 		return err
 	}
-	c.Launcher = uint32(tgid)
+	c.Launcher, c.LauncherStart = uint32(pid), start
+	if pid == 0 {
+		c.LauncherStart = 0
+	}
 	return l.writeConfig(c)
 }
 
@@ -210,7 +224,7 @@ func (l *Lineage) Seal() error {
 		return err
 	}
 	c.Sealed = 1
-	c.Launcher = 0
+	c.Launcher, c.LauncherStart = 0, 0
 	return l.writeConfig(c)
 }
 

@@ -37,10 +37,11 @@ type lineageExecEvent struct {
 }
 
 type lineageHoldConfig struct {
-	_        structs.HostLayout
-	HoldId   uint64
-	Launcher uint32
-	Sealed   uint32
+	_             structs.HostLayout
+	HoldId        uint64
+	LauncherStart uint64
+	Launcher      uint32
+	Sealed        uint32
 }
 
 type lineageHoldState struct {

@@ -64,7 +64,7 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
 	}
 	h.rec.update(func(hi *tracker.HoldInfo) { hi.DeviceHolders = recs })
 	if o.DeviceHolders == "fail" {
-		h.res.Code = ExitDeviceHolders
+		h.res.Code, h.res.Cause = ExitDeviceHolders, CauseDeviceHolders
 		log.Error().Int("holders", len(hs)).Msg("--device-holders=fail: exiting 73")
 	}
 }

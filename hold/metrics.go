@@ -22,9 +22,10 @@ import (
 )
 
 // knownCauses are the values of the cause label that are always written
-// (at 0, so rates work from the first hold): the Cause* values of run.go,
-// plus "device-holders" for --device-holders=fail. A hold may report others.
-var knownCauses = []string{"exited", "signal", "max-hold", "signalled", "mem-floor", "queue", "exec-failed", "device-holders"}
+// (at 0, so rates work from the first hold): the Cause* values of run.go.
+// A hold may report others.
+var knownCauses = []string{string(CauseExited), string(CauseSignal), string(CauseMaxHold), string(CauseSignalled),
+	string(CauseMemFloor), string(CauseQueue), string(CauseLaunch), string(CauseDeviceHolders), string(CauseError)}
 
 // causeUnknown counts a hold that gave no cause.
 const causeUnknown = "unknown"

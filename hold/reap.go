@@ -52,20 +52,27 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 			pgid = 0 // the group is gone: its number may name another group now
 		}
 	}
-	tr, source := tracker.Resume(d.HoldID, ids)
-	defer tr.Close()
-
 	self, _ := proc.Self()
 	host, _ := os.Hostname()
-	info := tracker.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Source: source, Started: time.Now()}
+	info := tracker.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Started: time.Now()}
 	var w *tracker.RecordWriter
+	var sink tracker.Sink
 	if d.Record != "" {
 		if w, err = tracker.AppendRecord(d.Record); err != nil {
 			log.Warn().Err(err).Msg("cannot append the reaping to the dead holder's record")
 			w = nil
 		} else {
-			w.Reap(info)
+			sink = w.Event
 		}
+	}
+	tr, source := tracker.Resume(d.HoldID, ids, sink)
+	defer tr.Close()
+	if p, ok := tr.(tracker.Pinner); ok {
+		defer p.Unpin()
+	}
+	info.Source = source
+	if w != nil {
+		w.Reap(info)
 	}
 	td := &teardown{tr: tr, pgid: pgid, cg: openCgroup(cgPath), grace: grace, survivorWait: survivorWait, log: log}
 	if w != nil {

@@ -32,10 +32,6 @@ type recorder struct {
 func openRecorder(h *holdRun, granted time.Time) *recorder {
 	o := &h.o
 	path := h.res.Record
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		o.Log.Warn().Err(err).Str("record", path).Msg("cannot create the records directory; no record for this hold (check --dir permissions or give --dump)")
-		return &recorder{}
-	}
 	host, _ := os.Hostname()
 	w, err := tracker.CreateRecord(path, tracker.HoldInfo{
 		ID: h.id, Resource: o.Resource, Label: o.Label, Ticket: h.ticket.Seq, Holder: h.ticket.Holder,

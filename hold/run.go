@@ -30,6 +30,8 @@ const (
 	CauseLaunch    = tracker.CauseExecFailed // the payload could not be started
 	CauseQueue     = tracker.Cause("queue")  // never got the token
 	CauseError     = tracker.CauseError      // gpu-hold's own failure
+	// CauseDeviceHolders: --device-holders=fail and the device was still held after teardown.
+	CauseDeviceHolders = tracker.Cause("device-holders")
 )
 
 // Result is how a hold ended.
@@ -206,6 +208,16 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 		return h.fail(ExitUsage, "cannot start the %s tracker: %v; try --track=proc", backend, err)
 	}
 	defer tr.Close()
+	if p, ok := tr.(tracker.Pinner); ok {
+		// Pinned, the lineage stays tracked in the kernel if this process
+		// dies, and the next holder ends it from there.
+		if dir, err := p.Pin(); err != nil {
+			log.Warn().Err(err).Msg("cannot pin the lineage: if this hold dies, its successor ends only what the record names")
+		} else {
+			log.Debug().Str("pin", dir).Msg("lineage pinned")
+			defer p.Unpin()
+		}
+	}
 
 	cg, err := h.makeCgroup()
 	if err != nil {
@@ -240,8 +252,10 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 	// Wait for the end: the payload's own exit, the deadline, a signal, or
 	// the memory floor.
 	exited := make(chan *os.ProcessState, 1)
+	var exitedAt time.Time
 	go func() {
 		cmd.Wait()
+		exitedAt = time.Now()
 		exited <- cmd.ProcessState
 	}()
 	var deadline <-chan time.Time
@@ -259,6 +273,7 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 	select {
 	case ps = <-exited:
 		h.res.Code, h.res.Cause, h.res.Signal = exitCode(ps)
+		h.rec.event(rootExitEvent(root, ps, exitedAt))
 		log.Info().Int("code", h.res.Code).Str("cause", string(h.res.Cause)).Msg("payload exited; ending what it left running")
 	case <-deadline:
 		h.res.Code, h.res.Cause = ExitMaxHold, CauseMaxHold
@@ -286,12 +301,10 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 	if ps == nil {
 		select {
 		case ps = <-exited:
+			h.rec.event(rootExitEvent(root, ps, exitedAt))
 		case <-time.After(o.SurvivorWait + time.Second):
 			log.Error().Int("pid", root.PID).Msg("the payload's own process did not exit")
 		}
-	}
-	if ps != nil {
-		h.rec.event(rootExitEvent(root, ps))
 	}
 	survivors := make([]proc.Ident, 0, len(out.Survivors))
 	for _, st := range out.Survivors {
@@ -349,8 +362,8 @@ func exitCode(ps *os.ProcessState) (int, tracker.Cause, syscall.Signal) {
 
 // rootExitEvent is the payload's exit as os/exec reaped it: the one exit
 // status every backend knows exactly.
-func rootExitEvent(root proc.Ident, ps *os.ProcessState) tracker.Event {
-	ev := tracker.Event{Kind: tracker.Exit, Time: time.Now(), Ident: root}
+func rootExitEvent(root proc.Ident, ps *os.ProcessState, at time.Time) tracker.Event {
+	ev := tracker.Event{Kind: tracker.Exit, Time: at, Ident: root}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		s := int(ws.Signal())
 		ev.Signal = &s

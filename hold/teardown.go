@@ -147,8 +147,11 @@ func (td *teardown) run() Outcome {
 					td.log.Warn().Err(err).Str("cgroup", td.cg.Path).Msg("cgroup.kill failed")
 				}
 			}
+			// Everything alive at the start of a pass is KILLed (by
+			// cgroup.kill or by its pidfd), whichever reached it first.
 			for id := range live {
-				if td.send(w, id, syscall.SIGKILL) && !killed[id] {
+				td.send(w, id, syscall.SIGKILL)
+				if !killed[id] {
 					killed[id] = true
 					out.Killed++
 					pending[id] = time.Now()

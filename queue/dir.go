@@ -96,7 +96,7 @@ func OpenDir(dir, resource string, opts DirOptions) (Queue, error) {
 		return nil, fmt.Errorf("cannot open %s: %v", path, err)
 	}
 	q := &dirQueue{path: path, resource: resource, fd: fd, euid: os.Geteuid(), warn: opts.Warn}
-	if err := q.checkDir(created, perm); err != nil {
+	if err := q.checkDir(created, perm, bst.Uid); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func OpenDir(dir, resource string, opts DirOptions) (Queue, error) {
 // checkDir checks (and, for a dir we own, fixes) the resource dir's mode:
 // a dir others can write must be sticky, or they could remove each other's
 // tickets and the token.
-func (q *dirQueue) checkDir(created bool, perm uint32) error {
+func (q *dirQueue) checkDir(created bool, perm, baseUID uint32) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(q.fd, &st); err != nil {
 		return fmt.Errorf("cannot stat %s: %v", q.path, err)
@@ -129,6 +129,10 @@ func (q *dirQueue) checkDir(created bool, perm uint32) error {
 		st.Mode = st.Mode&^0o7777 | want
 	}
 	q.dev, q.ino, q.mode, q.gid = st.Dev, st.Ino, st.Mode, st.Gid
+	if st.Mode&0o022 != 0 && !mine && st.Uid != 0 && st.Uid != baseUID {
+		// The sticky bit does not bind a directory's owner.
+		q.warnf("owner", "%s belongs to uid %d, who can remove anyone's tickets in it: ask an admin to chown it to root (or the owner of the queue dir)", q.path, st.Uid)
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,8 +19,11 @@ import (
 )
 
 type events struct {
-	in     int // inotify
+	in     int // inotify; -1: unavailable (degraded)
 	kick   int // eventfd
+	mu     sync.Mutex
+	closed bool // kick is closed: a late kickNow must not write to a reused fd
+	noTok  bool // the token file is not watched (degraded)
 	tokWD  int
 	tokIno uint64
 	pids   map[proc.Ident]*proc.Handle
@@ -32,40 +36,56 @@ const dirEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN
 const tokenEvents = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE | unix.IN_ATTRIB |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
 
+// newEvents sets up the wake-ups. When inotify is out of instances or
+// watches (a user with more than fs.inotify.max_user_instances waiting
+// holds), it says so once and the waiter falls back to pidfds plus a short
+// re-check (degraded), rather than failing.
 func newEvents(q *dirQueue) (*events, error) {
-	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("cannot watch %s: inotify_init: %v (raise fs.inotify.max_user_instances)", q.path, err)
-	}
-	// Watch the very directory our fd names, not whatever the path names now.
-	if _, err := unix.InotifyAddWatch(in, fdPath(q.fd), dirEvents); err != nil {
-		unix.Close(in)
-		return nil, fmt.Errorf("cannot watch %s: %v (raise fs.inotify.max_user_watches)", q.path, err)
-	}
 	kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		unix.Close(in)
-		return nil, fmt.Errorf("eventfd: %v", err)
+		return nil, fmt.Errorf("eventfd: %v (too many open files? raise ulimit -n)", err)
 	}
-	return &events{in: in, kick: kick, tokWD: -1, pids: map[proc.Ident]*proc.Handle{}, buf: make([]byte, 64<<10)}, nil
+	e := &events{in: -1, kick: kick, tokWD: -1, pids: map[proc.Ident]*proc.Handle{}, buf: make([]byte, 64<<10)}
+	in, err := inotifyInit(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err == nil {
+		// Watch the very directory our fd names, not whatever the path names now.
+		if _, err = unix.InotifyAddWatch(in, fdPath(q.fd), dirEvents); err != nil {
+			unix.Close(in)
+		}
+	}
+	if err != nil {
+		q.warnf("inotify", "cannot watch %s with inotify (%v): waiting re-checks the queue every %v instead of at once; raise fs.inotify.max_user_instances / max_user_watches", q.path, err, degradedRecheck)
+		return e, nil
+	}
+	e.in = in
+	return e, nil
 }
+
+// inotifyInit is inotify_init1; tests replace it to run out of instances.
+var inotifyInit = unix.InotifyInit1
+
+// degradedRecheck bounds the re-check period when inotify is unavailable.
+const degradedRecheck = 200 * time.Millisecond
+
+func (e *events) degraded() bool { return e.in < 0 || e.noTok }
 
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // watchToken watches the token file tl has open (again, after a reopen).
-func (e *events) watchToken(tl *tokenLock) error {
-	if tl.ino == e.tokIno && e.tokWD >= 0 {
-		return nil
+func (e *events) watchToken(q *dirQueue, tl *tokenLock) {
+	if e.in < 0 || tl.ino == e.tokIno && e.tokWD >= 0 {
+		return
 	}
 	if e.tokWD >= 0 {
 		unix.InotifyRmWatch(e.in, uint32(e.tokWD))
 	}
 	wd, err := unix.InotifyAddWatch(e.in, fdPath(tl.fd), tokenEvents)
 	if err != nil {
-		return fmt.Errorf("cannot watch the token file: %v (raise fs.inotify.max_user_watches)", err)
+		q.warnf("inotify-token", "cannot watch %s/%s with inotify (%v): waiting re-checks the token every %v instead of at once; raise fs.inotify.max_user_watches", q.path, tokenName, err, degradedRecheck)
+		e.noTok = true
+		return
 	}
-	e.tokWD, e.tokIno = wd, tl.ino
-	return nil
+	e.tokWD, e.tokIno, e.noTok = wd, tl.ino, false
 }
 
 // watchPids makes the pidfd set ids. It reports whether some of them could
@@ -101,8 +121,12 @@ func (e *events) watchPids(ids []proc.Ident) (unsure bool) {
 
 // kickNow wakes wait (from another goroutine).
 func (e *events) kickNow() {
-	var one = [8]byte{1}
-	unix.Write(e.kick, one[:])
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closed {
+		var one = [8]byte{1}
+		unix.Write(e.kick, one[:])
+	}
 }
 
 // wait sleeps until something happens or timeout (<0: none) passes, then
@@ -123,7 +147,7 @@ func (e *events) wait(timeout time.Duration) error {
 	}
 	// Every wake-up rescans, so the events themselves (IN_Q_OVERFLOW
 	// included) need no decoding: draining is enough.
-	for {
+	for e.in >= 0 {
 		if _, err := unix.Read(e.in, e.buf); err != nil {
 			break
 		}
@@ -137,6 +161,11 @@ func (e *events) close() {
 	for _, h := range e.pids {
 		h.Close()
 	}
-	unix.Close(e.in)
+	if e.in >= 0 {
+		unix.Close(e.in)
+	}
+	e.mu.Lock()
+	e.closed = true
 	unix.Close(e.kick)
+	e.mu.Unlock()
 }

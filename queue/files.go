@@ -93,9 +93,9 @@ func (q *dirQueue) createExcl(name string, mode uint32) (int, error) {
 }
 
 // openShared opens a file every queue user shares (the token, the counter),
-// creating it when missing. A symlink planted there is removed when we may
-// (unlink never follows it) and reported; otherwise the error says what to
-// do.
+// creating it when missing. A symlink or special file planted there is
+// removed when we may (unlink never follows it) and reported; otherwise the
+// error says what to do.
 func (q *dirQueue) openShared(name string, flags int, mode uint32) (int, unix.Stat_t, error) {
 	path := q.path + "/" + name
 	for try := 0; try < 5; try++ {
@@ -119,10 +119,14 @@ func (q *dirQueue) openShared(name string, flags int, mode uint32) (int, unix.St
 			}
 			unix.Fstat(fd, &st)
 			return fd, st, nil
-		case errors.As(err, &nr) && st.Mode&unix.S_IFMT == unix.S_IFLNK:
-			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "%s is a symlink (planted?); gpu-hold never follows it and removes it", path)
+		case errors.As(err, &nr) && st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			// A symlink, FIFO, socket or device here (planted?) was never
+			// opened by any gpu-hold, so nobody holds it: removing it (which
+			// never follows a symlink) is safe.
+			k := kind(st.Mode)
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "%s is %s of uid %d (planted?); gpu-hold never follows or opens it; removing it", path, k, st.Uid)
 			if uerr := unix.Unlinkat(q.fd, name, 0); uerr != nil && !errors.Is(uerr, unix.ENOENT) {
-				return -1, st, fmt.Errorf("%s is a symlink (planted by uid %d?); gpu-hold never follows it and cannot remove it (%v): ask an admin to rm %s", path, st.Uid, uerr, path)
+				return -1, st, fmt.Errorf("%s is %s of uid %d (planted?); gpu-hold never follows or opens it and cannot remove it (%v): ask its owner or an admin to rm %s", path, k, st.Uid, uerr, path)
 			}
 		case errors.Is(err, errChanged):
 			continue

@@ -134,6 +134,11 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 		tok.close()
 		return nil, err
 	}
+	if h := snap.holder(q); h != nil {
+		// Its holder lives but lost the lock: the token file was replaced.
+		tok.close()
+		return nil, fmt.Errorf("%w: %s holds the token of %s (its token file was replaced)", ErrNotDead, h.Describe(), q.path)
+	}
 	dead := snap.dead()
 	q.cleanup(snap)
 	// A ticket, granted from birth, so waiters see who holds the token and

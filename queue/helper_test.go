@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const helperEnv = "GPU_HOLD_QUEUE_HELPER"
@@ -260,7 +262,7 @@ func sharedDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o1777); err != nil {
+	if err := unix.Chmod(d, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 	return d

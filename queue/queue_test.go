@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // testQueue opens resource res in dir and collects its warnings.
@@ -342,5 +344,66 @@ func TestValidResource(t *testing.T) {
 		if err := ValidResource(good); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
+	}
+}
+
+// Without inotify (a user over fs.inotify.max_user_instances) the queue
+// still works, degraded to pidfds and a short re-check, and says so once.
+func TestNoInotifyDegrades(t *testing.T) {
+	inotifyInit = func(int) (int, error) { return -1, unix.EMFILE }
+	defer func() { inotifyInit = unix.InotifyInit1 }()
+	q := openQ(t, t.TempDir(), "gpu")
+	g := take(t, q, "a")
+	w, _ := q.Enqueue(Ticket{Label: "b"})
+	res := make(chan error, 1)
+	go func() {
+		g2, err := w.Wait(ctxT(t, 20*time.Second), nil)
+		if err == nil {
+			g2.Release()
+		}
+		res <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	g.Release()
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	// Removal is still noticed (by the re-check).
+	g = take(t, q, "c")
+	defer g.Release()
+	w, _ = q.Enqueue(Ticket{Label: "d"})
+	go func() {
+		_, err := w.Wait(ctxT(t, 20*time.Second), nil)
+		res <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	q.Cancel(w.Ticket().Seq, 0)
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrRemoved) {
+			t.Fatalf("Wait: %v, want ErrRemoved", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("removal not noticed without inotify")
+	}
+	if w := q.warnings("inotify"); len(w) != 1 {
+		t.Errorf("inotify fallback reported %d times: %q", len(w), w)
+	}
+}
+
+func TestLongCommandClipped(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	big := strings.Repeat("x", 100<<10)
+	w, err := q.Enqueue(Ticket{Label: big, Cmd: []string{"run", big, "a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Cancel()
+	st, _ := q.Status()
+	if len(st.Waiters) != 1 || st.Waiters[0].Seq != w.Ticket().Seq {
+		t.Fatalf("a ticket with a 100 KiB command is not readable: %+v, warnings %q", st, q.warns)
+	}
+	if c := st.Waiters[0].Cmd; len(c) != 3 || c[0] != "run" || c[2] != "(2 more arguments)" || len(st.Waiters[0].Label) > 260 {
+		t.Errorf("clipped to %d args %q...", len(c), c[0])
 	}
 }

@@ -22,6 +22,7 @@ const (
 	ticketPrefix = "t."
 	reapedPrefix = "reaped."
 	seqDigits    = 20
+	recordsName  = "records" // hold's records (tracker.RecordPath); not the queue's
 )
 
 func ticketName(seq uint64) string { return fmt.Sprintf("%s%0*d", ticketPrefix, seqDigits, seq) }
@@ -125,13 +126,15 @@ func (q *dirQueue) scan() (*snapshot, error) {
 			}
 			continue
 		}
+		var st unix.Stat_t
 		switch {
 		case name == tokenName || name == seqName:
 		case strings.HasPrefix(name, tmpPrefix):
 			s.temps = append(s.temps, name)
+		case name == recordsName && unix.Fstatat(q.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			// hold's records directory
 		default:
 			s.skipped = append(s.skipped, name)
-			var st unix.Stat_t
 			unix.Fstatat(q.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (%s of uid %d): not a gpu-hold file; remove it if nobody needs it", q.path, name, kind(st.Mode), st.Uid)
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -51,7 +52,31 @@ func (q *dirQueue) fill(t Ticket) (Ticket, error) {
 	if t.Host == "" {
 		t.Host, _ = os.Hostname()
 	}
+	// Keep tickets far below what readers accept (maxFileLen): the queue
+	// shows a command, the record keeps it whole.
+	t.Label = clip(t.Label, 256)
+	n := 0
+	for i, a := range t.Cmd {
+		if n += len(a); n > 4096 {
+			t.Cmd = append(t.Cmd[:i:i], clip(a, max(0, 4096-(n-len(a)))), fmt.Sprintf("(%d more arguments)", len(t.Cmd)-i-1))
+			break
+		}
+	}
+	if len(t.HoldID) > 1024 || len(t.Record) > 4096 || len(t.Host) > 1024 {
+		return t, fmt.Errorf("hold id, record path or host name too long for a ticket")
+	}
 	return t, nil
+}
+
+// clip shortens s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // newTicket assigns the next seq and publishes the ticket file, which the
@@ -88,8 +113,8 @@ func (q *dirQueue) newTicket(t Ticket) (entry, int, error) {
 			return entry{}, -1, err
 		}
 		if writable {
-			unix.Ftruncate(ctr, 0)
-			unix.Pwrite(ctr, []byte(strconv.FormatUint(seq, 10)+"\n"), 0)
+			// Fixed width, one write: never a torn or shorter number.
+			unix.Pwrite(ctr, []byte(fmt.Sprintf("%0*d\n", seqDigits, seq)), 0)
 		}
 		return entry{Ticket: t, name: name, dev: st.Dev, ino: st.Ino, live: true}, fd, nil
 	}
@@ -139,7 +164,7 @@ func (q *dirQueue) lockCounter() (fd int, writable bool, err error) {
 // readCounter reads the counter; garbage is reported once and read as 0
 // (the highest ticket present still keeps numbers increasing).
 func (q *dirQueue) readCounter(fd int) uint64 {
-	var buf [32]byte
+	var buf [seqDigits + 1]byte
 	n, _ := unix.Pread(fd, buf[:], 0)
 	s := strings.TrimSpace(string(buf[:max(n, 0)]))
 	if s == "" {

@@ -29,6 +29,9 @@ func (q *dirQueue) openToken() (*tokenLock, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st.Size != 0 {
+		q.warnf(fmt.Sprintf("tokensize@%d", st.Ino), "%s/%s (uid %d) should be empty but holds %d bytes: it is used only as a lock and its content is ignored", q.path, tokenName, st.Uid, st.Size)
+	}
 	return &tokenLock{fd: fd, dev: st.Dev, ino: st.Ino}, nil
 }
 

@@ -43,7 +43,9 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 		w.Cancel()
 		return nil, err
 	}
-	defer ev.close()
+	// Closing an inotify fd waits for an RCU grace period (milliseconds):
+	// do it off the hand-off path.
+	defer func() { go ev.close() }()
 	tok, err := w.q.openToken()
 	if err != nil {
 		w.Cancel()
@@ -55,21 +57,14 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 			tok.close()
 		}
 	}()
-	if err := ev.watchToken(tok); err != nil {
-		w.Cancel()
-		return nil, err
-	}
+	ev.watchToken(w.q, tok)
 	stop := context.AfterFunc(ctx, ev.kickNow)
 	defer stop()
 
 	var last Position
 	reported := false
-	var holder *Ticket
 	backoff := time.Duration(0)
 	for {
-		if ctx.Err() != nil {
-			return nil, w.giveUp(ctx, start, holder)
-		}
 		if w.removed() {
 			w.drop()
 			return nil, ErrRemoved
@@ -80,10 +75,13 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 			return nil, err
 		}
 		ahead, h := snap.position(w.q, w.e.Seq)
-		holder = nil
+		var holder *Ticket
 		if h != nil {
 			t := h.Ticket
 			holder = &t
+		}
+		if ctx.Err() != nil {
+			return nil, w.giveUp(ctx, start, holder)
 		}
 		pos := Position{Ahead: len(ahead), Holder: holder}
 		if progress != nil && (!reported || changed(pos, last)) {
@@ -95,10 +93,14 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 			watch = append(watch, holder.Holder)
 		}
 		unsure := false
-		if len(ahead) == 0 {
+		// First in line, and no live ticket claims the token (a holder that
+		// released removes its ticket before it unlocks; a live granted
+		// ticket whose owner lacks the lock means the token file was
+		// replaced under it: never become a second holder).
+		if len(ahead) == 0 && holder == nil {
 			got, err := w.q.tryLock(tok)
 			if err == nil {
-				err = ev.watchToken(tok)
+				ev.watchToken(w.q, tok)
 			}
 			if err != nil {
 				w.Cancel()
@@ -109,15 +111,13 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 				granted = err == nil
 				return g, err
 			}
-			if holder == nil {
-				// Held by someone with no valid ticket (taking or leaving the
-				// token just now, or not gpu-hold at all): watch the process
-				// /proc/locks names and re-check on a backoff besides.
-				unsure = true
-				if pid := w.q.tokenLockPID(); pid > 0 {
-					if st, err := proc.ReadStat(pid); err == nil {
-						watch = append(watch, st.Ident)
-					}
+			// Held by someone with no valid ticket (taking or leaving the
+			// token just now, or not gpu-hold at all): watch the process
+			// /proc/locks names and re-check on a backoff besides.
+			unsure = true
+			if pid := w.q.tokenLockPID(); pid > 0 {
+				if st, err := proc.ReadStat(pid); err == nil {
+					watch = append(watch, st.Ident)
 				}
 			}
 		}
@@ -131,8 +131,12 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = max(time.Until(dl), 0)
 		}
+		ceiling := time.Second
+		if ev.degraded() {
+			unsure, ceiling = true, degradedRecheck
+		}
 		if unsure {
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			backoff = min(max(2*backoff, 5*time.Millisecond), ceiling)
 			if timeout < 0 || backoff < timeout {
 				timeout = backoff
 			}

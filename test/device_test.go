@@ -227,6 +227,7 @@ func TestE16OutsideHolder(t *testing.T) {
 			code   int
 		}{{"warn", 0}, {"fail", 73}} {
 			t.Run(tc.policy, func(t *testing.T) {
+				t.Parallel()
 				mark := newMark(t)
 				d, q := rg.dirs(t)
 				dev := fakeDevice(t, d)
@@ -336,6 +337,7 @@ func TestMemFloor(t *testing.T) {
 	forBackends(t, true, func(t *testing.T, rg rig) {
 		huge := "1024T" // above any machine's MemAvailable
 		t.Run("flag", func(t *testing.T) {
+			t.Parallel()
 			mark := newMark(t)
 			d, q := rg.dirs(t)
 			mdir := t.TempDir()
@@ -360,6 +362,7 @@ sleep 300
 			}
 		})
 		t.Run("env", func(t *testing.T) {
+			t.Parallel()
 			mark := newMark(t)
 			_, q := rg.dirs(t)
 			h := newHold(t, q, mark, append(append([]string{}, rg.Track...), holdArgs([]string{"sleep", "300"}, "-g", "1s")...)...)
@@ -369,6 +372,7 @@ sleep 300
 			requireNoneLeft(t, mark)
 		})
 		t.Run("none", func(t *testing.T) {
+			t.Parallel()
 			mark := newMark(t)
 			_, q := rg.dirs(t)
 			h := newHold(t, q, mark, append(append([]string{}, rg.Track...), holdArgs([]string{"sleep", "1"}, "-g", "1s")...)...)
@@ -376,6 +380,7 @@ sleep 300
 			requireEnd(t, h.Run(30*time.Second), 0, false)
 		})
 		t.Run("flag wins", func(t *testing.T) {
+			t.Parallel()
 			mark := newMark(t)
 			_, q := rg.dirs(t)
 			h := newHold(t, q, mark, append(append([]string{}, rg.Track...), holdArgs([]string{"sleep", "1"}, "-g", "1s", "--mem-floor", "1M")...)...)

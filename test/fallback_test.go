@@ -74,9 +74,10 @@ func startedBackend(stderr string) string {
 	for _, l := range strings.Split(stderr, "\n") {
 		var e struct {
 			Msg     string `json:"msg"`
+			Message string `json:"message"`
 			Backend string `json:"backend"`
 		}
-		if json.Unmarshal([]byte(l), &e) == nil && e.Msg == "payload started" {
+		if json.Unmarshal([]byte(l), &e) == nil && (e.Msg == "payload started" || e.Message == "payload started") {
 			return e.Backend
 		}
 	}

@@ -173,6 +173,7 @@ type survivor struct {
 // ended is the "hold ended" log line.
 type ended struct {
 	Msg       string     `json:"msg"`
+	Message   string     `json:"message"` // zerolog's name for msg
 	ExitCode  *int       `json:"exit_code"`
 	Cause     string     `json:"cause"`
 	Survivors []survivor `json:"survivors"`
@@ -187,7 +188,7 @@ func holdEnded(t *testing.T, r result) (ended, bool) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var e ended
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Msg == "hold ended" {
+		if json.Unmarshal(sc.Bytes(), &e) == nil && (e.Msg == "hold ended" || e.Message == "hold ended") {
 			last, found = e, true
 		}
 	}

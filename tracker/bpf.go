@@ -35,6 +35,7 @@ type bpfTracker struct {
 	mu     sync.Mutex
 	groups map[int]group // last known group and session of each live member
 	count  Counters      // last counters read
+	bad    uint64        // ring buffer records that did not decode (counted as lost)
 }
 
 type group struct {
@@ -43,11 +44,22 @@ type group struct {
 }
 
 func newBPFTracker(opts Options) (Tracker, error) {
+	primeGoPidfdCheck()
 	l, err := bpf.Load(bpf.Options{HoldID: opts.HoldID})
 	if err != nil {
 		return nil, err
 	}
 	return startBPFTracker(l, opts)
+}
+
+// primeGoPidfdCheck makes Go's os package run its once-per-process pidfd
+// check now. That check forks a short-lived child of its own the first time
+// a process is started or found; done inside cmd.Start, it would be admitted
+// to the lineage (and recorded) beside the payload.
+func primeGoPidfdCheck() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
 }
 
 // startBPFTracker starts reading a loaded (or opened) lineage's events.
@@ -86,13 +98,17 @@ func (t *bpfTracker) Backend() string { return BackendBPF }
 // Prepare names the hold the launcher: the next child it forks (the payload,
 // in cmd.Start) is a member from the fork on, before its first instruction.
 func (t *bpfTracker) Prepare(cmd *exec.Cmd) error {
-	return t.l.SetLauncher(t.self)
+	self, err := proc.Self()
+	if err != nil {
+		return fmt.Errorf("reading the hold's own start time: %w", err)
+	}
+	return t.l.SetLauncher(self.PID, self.Start)
 }
 
 // Started stops admitting the hold's children and checks that the kernel
 // admitted the payload (the launcher's last child) as root.
 func (t *bpfTracker) Started(root proc.Ident) error {
-	if err := t.l.SetLauncher(0); err != nil {
+	if err := t.l.SetLauncher(0, 0); err != nil {
 		return err
 	}
 	r, err := t.l.Root()
@@ -152,7 +168,7 @@ func (t *bpfTracker) Counters() Counters {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err == nil {
-		t.count = Counters{LostEvents: c.Lost, MapOverflow: c.Overflow, Members: c.Admitted}
+		t.count = Counters{LostEvents: c.Lost + t.bad, MapOverflow: c.Overflow, Members: c.Admitted}
 	}
 	return t.count
 }
@@ -182,14 +198,21 @@ func (t *bpfTracker) read() {
 			if bpf.IsClosed(err) {
 				return
 			}
-			continue // an undecodable record: counted nowhere, but never seen in practice
+			t.mu.Lock()
+			t.bad++ // an undecodable record: reported as a lost event
+			t.mu.Unlock()
+			continue
 		}
 		ev := t.event(e)
 		switch e.Kind {
 		case bpf.KindFork, bpf.KindKilledAtBirth:
-			t.mu.Lock()
-			t.groups[ev.PID] = group{start: ev.Start, pgid: ev.PGID, sid: ev.SID}
-			t.mu.Unlock()
+			// The payload leaves the hold's group on purpose (Setpgid):
+			// its baseline is taken at its exec instead.
+			if e.Flags&bpf.MemberRoot == 0 {
+				t.mu.Lock()
+				t.groups[ev.PID] = group{start: ev.Start, pgid: ev.PGID, sid: ev.SID}
+				t.mu.Unlock()
+			}
 		case bpf.KindExec:
 			t.regroup(ev.Time, ev.Ident, 0, ev.PGID, ev.SID)
 		case bpf.KindExit:
@@ -238,14 +261,14 @@ func (t *bpfTracker) event(e bpf.Event) Event {
 }
 
 // regroup emits a Regroup event when a member is seen in another process
-// group or session than it was last seen in (from its fork on).
+// group or session than it was last seen in (from its fork on; the payload
+// from its exec on).
 func (t *bpfTracker) regroup(at time.Time, id proc.Ident, ppid, pgid, sid int) {
 	t.mu.Lock()
 	g, ok := t.groups[id.PID]
-	changed := ok && g.start == id.Start && (g.pgid != pgid || g.sid != sid)
-	if ok && g.start == id.Start {
-		t.groups[id.PID] = group{start: id.Start, pgid: pgid, sid: sid}
-	}
+	known := ok && g.start == id.Start
+	changed := known && (g.pgid != pgid || g.sid != sid)
+	t.groups[id.PID] = group{start: id.Start, pgid: pgid, sid: sid} // the first sighting is the baseline
 	t.mu.Unlock()
 	if changed {
 		t.emit(Event{Kind: Regroup, Time: at, Ident: id, PPID: ppid, PGID: pgid, SID: sid})

@@ -56,7 +56,9 @@ func init() {
 		done <- fmt.Sprintf("tid=%d pid=%d child=%d", tid, os.Getpid(), c.Process.Pid)
 	}()
 	fmt.Println(<-done)
-	select {} // stay alive until killed
+	for { // stay alive until killed (a bare select{} is a deadlock crash)
+		time.Sleep(time.Hour)
+	}
 }
 
 // btNeedBPF skips (or, in CI, fails) when the eBPF backend cannot load here.
@@ -226,6 +228,13 @@ func btKeys(m map[int]proc.Stat) []int {
 func btSameAsMarked(t *testing.T, tr Tracker, mark string, n int, comm string) map[int]proc.Stat {
 	t.Helper()
 	var marked map[int]proc.Stat
+	defer func() {
+		if t.Failed() {
+			for _, st := range marked {
+				t.Logf("marked: %+v", st)
+			}
+		}
+	}()
 	btWaitFor(t, 10*time.Second, fmt.Sprintf("%d marked %q processes", n, comm), func() bool {
 		marked = btMarkedLive(mark)
 		if len(marked) != n {
@@ -371,6 +380,12 @@ func TestBPFEventsAndExitCodes(t *testing.T) {
 	}
 	var rootFork, rootExec, rootExit, victimExit, regroup bool
 	for _, ev := range sink.events() {
+		if ev.Kind == Fork && ev.PPID == os.Getpid() && ev.Ident != root {
+			t.Errorf("the hold forked a member besides the payload: %+v", ev)
+		}
+		if ev.Kind == Regroup && ev.Ident == root {
+			t.Errorf("the payload's own process group was reported as a regroup: %+v", ev)
+		}
 		switch {
 		case ev.Kind == Fork && ev.Ident == root:
 			rootFork = ev.PPID == os.Getpid() && ev.UID != nil && *ev.UID == os.Getuid()
@@ -461,8 +476,8 @@ wait`
 }
 
 // TestBPFSealStopsForkStorm: three members fork as fast as they can; after
-// the seal each dies at its next fork with its child, and a kill pass over
-// Live() leaves nothing.
+// the seal each dies at its next fork with its child (no signal from the
+// test), and kill passes over Live() leave nothing.
 func TestBPFSealStopsForkStorm(t *testing.T) {
 	tr, sink := btTracker(t)
 	mark := btNewMark(t)

@@ -13,6 +13,9 @@ import (
 
 var probeBPF = sync.OnceValue(probeBPFOnce)
 
+// notPermitted is ProbeBPF's reason when capabilities are missing.
+const notPermitted = "not permitted: loading tracing programs needs root, or CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)"
+
 // ProbeBPF says why the eBPF backend cannot be used here, or nil: not
 // permitted (capabilities), no kernel BTF, a kernel too old for the seal's
 // kfunc, or the kernel refusing to load or attach the programs (with the
@@ -27,7 +30,7 @@ func probeBPFOnce() error {
 		return fail(err.Error())
 	}
 	if !caps.CanTrace() {
-		return fail(errNotPermitted.Error() + "; this process has " + caps.String())
+		return fail(notPermitted + "; this process has " + caps.String())
 	}
 	if err := CheckBTF(); err != nil {
 		return fail(err.Error())
@@ -35,8 +38,8 @@ func probeBPFOnce() error {
 	if err := CheckSendSignalTask(); err != nil {
 		return fail(err.Error())
 	}
-	// The real test: load and attach, with the smallest ring buffer.
-	l, err := bpf.Load(bpf.Options{EventBytes: uint32(os.Getpagesize())})
+	// The real test: load and attach, with the smallest maps.
+	l, err := bpf.Load(bpf.Options{EventBytes: uint32(os.Getpagesize()), Capacity: 1})
 	if err != nil {
 		var le *bpf.LoadError
 		if errors.As(err, &le) {

@@ -4,7 +4,6 @@
 package tracker
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -112,6 +111,3 @@ func CheckSubreaper() error {
 	}
 	return nil
 }
-
-// errNotPermitted is the capability reason of ProbeBPF.
-var errNotPermitted = errors.New("not permitted: loading tracing programs needs root, or CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)")

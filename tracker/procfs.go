@@ -163,14 +163,20 @@ func (t *procTracker) observe(st proc.Stat, now time.Time) {
 		t.seen[st.Ident] = &procMember{stat: st}
 		t.byPID[st.PID] = st.Ident
 		t.count.Members++
-		t.emit(Event{Kind: Fork, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
+		// An orphan found already adopted by the hold has an unknown real
+		// parent: say nothing rather than name the subreaper.
+		ppid := st.PPID
+		if ppid == t.self && st.PID != t.root.PID {
+			ppid = 0
+		}
+		t.emit(Event{Kind: Fork, Time: now, Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
 		t.emitExec(st, now)
 		return
 	}
 	if m.stat.Comm != st.Comm {
 		t.emitExec(st, now)
 	}
-	if m.stat.PGID != st.PGID || m.stat.SID != st.SID {
+	if m.stat.PGID != st.PGID || m.stat.SID != st.SID || m.stat.PPID != st.PPID {
 		t.emit(Event{Kind: Regroup, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID})
 	}
 	m.stat = st

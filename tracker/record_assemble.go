@@ -105,6 +105,11 @@ type pstate struct {
 	birthAt       time.Time
 	fateWritten   bool
 	reaped        bool
+	// Group and session ids seen, from the fork and from later events:
+	// the payload's root is born in the hold's group and only then moves
+	// to its own, so its fork's ids do not count for left-group.
+	forkPGID, forkSID int
+	pgids, sids       []int
 }
 
 type builder struct {
@@ -191,14 +196,34 @@ func (b *builder) event(ev Event, argvCut bool) {
 	case Exec:
 		p.Execs = append(p.Execs, ExecStep{Time: ev.Time, Filename: ev.Filename, Argv: ev.Argv, ArgvTruncated: argvCut})
 	case Exit:
+		// A process may be reported gone twice (the backend, and the hold
+		// for its own child with the status it reaped): the first time
+		// counts, the status comes from whichever knows it.
+		if !ps.sawExit || (!ev.Time.IsZero() && ev.Time.Before(p.ExitTime)) {
+			p.ExitTime = ev.Time
+		}
 		ps.sawExit = true
-		p.ExitTime = ev.Time
-		p.ExitCode, p.Signal = ev.ExitCode, ev.Signal
+		if p.ExitCode == nil && p.Signal == nil {
+			p.ExitCode, p.Signal = ev.ExitCode, ev.Signal
+		}
 	case KilledAtBirth:
 		ps.killedAtBirth = true
 		ps.birthAt = ev.Time
 	}
 	observe(p, ev)
+	if ev.Kind == Fork {
+		ps.forkPGID, ps.forkSID = ev.PGID, ev.SID
+	} else {
+		ps.pgids = addID(ps.pgids, ev.PGID)
+		ps.sids = addID(ps.sids, ev.SID)
+	}
+}
+
+func addID(ids []int, v int) []int {
+	if v == 0 || slices.Contains(ids, v) {
+		return ids
+	}
+	return append(ids, v)
 }
 
 // prepend makes old (when set) a later value, since v came first.
@@ -310,6 +335,10 @@ func (b *builder) finish() {
 				p.Fate = FateUnknown
 			case td.IsZero() || p.ExitTime.Before(td):
 				p.Fate = FateExited
+			case ps == root && (rec.Hold.Cause == CauseExited || rec.Hold.Cause == CauseSignal):
+				// The hold ended because the root ended on its own; its
+				// exit may be reported only after the teardown began.
+				p.Fate = FateExited
 			case !kill.IsZero() && !p.ExitTime.Before(kill) && p.Signal != nil && *p.Signal == int(syscall.SIGKILL):
 				p.Fate = FateKill
 			default:
@@ -321,10 +350,17 @@ func (b *builder) finish() {
 		}
 		// Flags.
 		var flags []string
-		if pgid != 0 && ((p.PGID != 0 && p.PGID != pgid) || slices.ContainsFunc(p.LaterPGIDs, func(g int) bool { return g != pgid })) {
+		pgids, sids := ps.pgids, ps.sids
+		if ps != root {
+			pgids, sids = addID(pgids, ps.forkPGID), addID(sids, ps.forkSID)
+		}
+		differs := func(ids []int, ref int) bool {
+			return ref != 0 && slices.ContainsFunc(ids, func(v int) bool { return v != ref })
+		}
+		if differs(pgids, pgid) {
 			flags = append(flags, FlagLeftGroup)
 		}
-		if sid != 0 && ((p.SID != 0 && p.SID != sid) || slices.ContainsFunc(p.LaterSIDs, func(s int) bool { return s != sid })) {
+		if differs(sids, sid) {
 			flags = append(flags, FlagLeftSession)
 		}
 		if len(p.LaterPPIDs) > 0 || b.orphaned(ps) {

@@ -64,8 +64,9 @@ func lineageEvents() []Event {
 		return Event{Kind: Exit, Time: at(ms), Ident: who, ExitCode: code, Signal: sig}
 	}
 	return []Event{
-		ev(Fork, 0, idRoot, 500, 1000, 900),
-		exec(1, idRoot, "/bin/bash", "bash", "-c", "payload"),
+		// The root is born in the holder's group (400) and moves to its own.
+		ev(Fork, 0, idRoot, 500, 400, 900),
+		{Kind: Exec, Time: at(1), Ident: idRoot, PGID: 1000, SID: 900, Filename: "/bin/bash", Argv: []string{"bash", "-c", "payload"}},
 		ev(Fork, 10, idWorker, 1000, 1000, 900),
 		exec(11, idWorker, "/bin/sh", "sh", "-c", "exec /opt/worker"),
 		exec(12, idWorker, "/opt/worker", "/opt/worker", "--n", "3"),
@@ -89,7 +90,10 @@ func lineageEvents() []Event {
 		exit(2520, idReuseKid, ip(0), nil),
 		exit(2530, idReuse, ip(0), nil),
 		exit(3000, idFound, nil, nil),
-		exit(5000, idRoot, ip(0), nil),
+		// Seen gone by the backend without a status, then reported again
+		// by the hold, with the status it reaped, after the teardown began.
+		exit(5000, idRoot, nil, nil),
+		exit(5050, idRoot, ip(0), nil),
 		// teardown: TERM at 5001
 		exit(5100, idSetsid, nil, ip(15)),
 		exit(5200, idDaemon, nil, ip(15)),
@@ -223,8 +227,8 @@ func TestRecordRoundTrip(t *testing.T) {
 	if p := rec.Process(idFound); !slices.Contains(p.Unknown, "exit_status") || !slices.Contains(p.Unknown, "birth") || p.Signal != nil || p.ExitCode != nil {
 		t.Errorf("procfs-style process: unknown %v", p.Unknown)
 	}
-	if p := rec.Process(idRoot); len(p.Unknown) != 0 {
-		t.Errorf("root: backend_unknown %v, want none", p.Unknown)
+	if p := rec.Process(idRoot); len(p.Unknown) != 0 || !p.ExitTime.Equal(at(5000)) || p.PGID != 400 {
+		t.Errorf("root: backend_unknown %v (want none), exit at %v (want the first report), pgid %d", p.Unknown, p.ExitTime, p.PGID)
 	}
 	if !slices.Equal(rec.Live, []proc.Ident{idStuck}) {
 		t.Errorf("live %v, want only the survivor %v", rec.Live, idStuck)
@@ -413,5 +417,33 @@ func TestRecordPath(t *testing.T) {
 	}
 	if got := RecordPath("/q/gpu", "../x"); strings.Contains(got, "/q/x") {
 		t.Fatalf("hold id escaped the records dir: %s", got)
+	}
+}
+
+// TestRecordRootFate: a root whose exit is reported only after the
+// teardown began ended on its own when the hold's cause says so.
+func TestRecordRootFate(t *testing.T) {
+	for _, c := range []struct {
+		cause Cause
+		fate  Fate
+	}{{CauseExited, FateExited}, {CauseSignal, FateExited}, {CauseMaxHold, FateTerm}} {
+		path := filepath.Join(t.TempDir(), "r.jsonl")
+		w, err := CreateRecord(path, testHold())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Update(func(h *HoldInfo) { h.Payload = &idRoot })
+		w.Event(Event{Kind: Fork, Time: at(0), Ident: idRoot, PPID: 500})
+		w.Update(func(h *HoldInfo) { h.Times.TeardownStart = at(100) })
+		w.Event(Event{Kind: Exit, Time: at(103), Ident: idRoot, ExitCode: ip(3)})
+		w.Update(func(h *HoldInfo) { h.Cause = c.cause })
+		w.Close()
+		rec, err := ReadRecord(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := rec.Process(idRoot); p.Fate != c.fate {
+			t.Errorf("cause %s: root fate %s, want %s", c.cause, p.Fate, c.fate)
+		}
 	}
 }

@@ -160,8 +160,10 @@ func (t *treeWriter) header() {
 	default:
 		end += t.c(cBoldRed, "none: the holder died before its end line")
 	}
-	end += fmt.Sprintf(" · %d processes · members %d · lost events %d · map overflow %d",
-		len(rec.Processes), h.Counters.Members, h.Counters.LostEvents, h.Counters.MapOverflow)
+	end += fmt.Sprintf(" · %d processes", len(rec.Processes))
+	if c := h.Counters; rec.Ended || c != (Counters{}) {
+		end += fmt.Sprintf(" · members %d · lost events %d · map overflow %d", c.Members, c.LostEvents, c.MapOverflow)
+	}
 	if h.DroppedEvents > 0 {
 		end += fmt.Sprintf(" · %d events not recorded", h.DroppedEvents)
 	}

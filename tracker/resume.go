@@ -17,16 +17,14 @@ const (
 	SourceRecord = "record"
 )
 
-// openPinned opens a dead holder's pinned eBPF lineage (set by the eBPF
-// backend; nil or an error when there is none).
-var openPinned func(holdID string) (Tracker, error)
-
 // Resume returns a tracker over dead holder holdID's lineage, for teardown
 // only (Prepare and Started are not used), and where the lineage came from.
-// ids are the live identities its record names.
-func Resume(holdID string, ids []proc.Ident) (Tracker, string) {
-	if openPinned != nil && holdID != "" {
-		if tr, err := openPinned(holdID); err == nil {
+// ids are the live identities its record names; sink receives what a pinned
+// lineage still reports. A pinned tracker must be unpinned (Pinner) after
+// the teardown.
+func Resume(holdID string, ids []proc.Ident, sink Sink) (Tracker, string) {
+	if holdID != "" {
+		if tr, err := OpenPinnedBPF(holdID, Options{Sink: sink, HoldID: holdID}); err == nil {
 			return tr, SourceBPFPin
 		}
 	}

@@ -1,8 +1,168 @@
-// doctor.go owns the `gpu-hold doctor` subcommand. (stub: being written)
+// doctor.go owns `gpu-hold doctor`: which tracker backends this host can use
+// and, when one cannot be used, exactly why; then the host facts behind that
+// (capabilities, BTF, kernel, cgroup v2, pidfd, subreaper, bpffs), in one
+// short table or as JSON.
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-hold/gpu-hold/bpf"
+	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+type doctorOptions struct {
+	g    *globalOpts
+	JSON bool
+	Out  io.Writer
+	// Checks runs the checks; a seam for tests.
+	Checks func() doctorReport
+}
+
+// doctorCheck is one row: a name, whether it is fine, and what was found.
+type doctorCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// doctorReport is what --json prints.
+type doctorReport struct {
+	// TrackAuto is the backend --track=auto would use here.
+	TrackAuto string        `json:"track_auto"`
+	Checks    []doctorCheck `json:"checks"`
+}
 
 func newCmdDoctor(g *globalOpts) *cobra.Command {
-	return &cobra.Command{Use: "doctor", Short: "(not yet)", RunE: func(*cobra.Command, []string) error { return usageErr("doctor: not implemented yet") }}
+	opts := &doctorOptions{g: g, Checks: runDoctorChecks}
+	cmd := &cobra.Command{
+		Use:   "doctor [--json]",
+		Short: "Show which tracker backends this host can use, and why not",
+		Long: `Check what gpu-hold needs from this host: whether the eBPF tracker (--track=bpf) and the
+procfs tracker (--track=proc) can be used, and if not exactly why, then the facts behind it:
+capabilities, kernel BTF, kernel version, cgroup v2 and cgroup.kill, pidfds, the child
+subreaper, and the BPF filesystem. It loads and unloads the eBPF programs once to be sure.
+It exits 0 whatever it finds.`,
+		Example: `  sudo gpu-hold doctor
+  gpu-hold doctor --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Out = cmd.OutOrStdout()
+			return doctorRun(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the checks as JSON")
+	return cmd
+}
+
+func doctorRun(opts *doctorOptions) error {
+	rep := opts.Checks()
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(opts.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tOK\tDETAIL")
+	for _, c := range rep.Checks {
+		ok := "yes"
+		if !c.OK {
+			ok = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, ok, c.Detail)
+	}
+	fmt.Fprintf(tw, "--track=auto\t\tuses %s\n", rep.TrackAuto)
+	if err := tw.Flush(); err != nil {
+		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
+	}
+	return nil
+}
+
+// runDoctorChecks inspects this host.
+func runDoctorChecks() doctorReport {
+	var rep doctorReport
+	add := func(name string, err error, okDetail string) {
+		c := doctorCheck{Name: name, OK: err == nil, Detail: okDetail}
+		if err != nil {
+			c.Detail = err.Error()
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+
+	bpfErr := tracker.ProbeBPF()
+	add("backend bpf", unwrapProbe(bpfErr), "usable")
+	add("backend proc", unwrapProbe(tracker.ProbeProc()), "usable")
+	rep.TrackAuto = tracker.BackendBPF
+	if bpfErr != nil {
+		rep.TrackAuto = tracker.BackendProc
+	}
+
+	caps, err := tracker.EffectiveCaps()
+	if err == nil && !caps.CanTrace() {
+		err = fmt.Errorf("%s: eBPF needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN", caps)
+	}
+	add("capabilities", err, caps.String())
+	add("btf", tracker.CheckBTF(), tracker.VmlinuxBTF)
+	add("kernel", tracker.CheckSendSignalTask(), tracker.KernelRelease()+" (has bpf_send_signal_task)")
+	detail, err := cgroupV2()
+	add("cgroup v2", err, detail)
+	add("pidfd", tracker.CheckPidfd(), "pidfd_open works")
+	add("subreaper", tracker.CheckSubreaper(), "PR_SET_CHILD_SUBREAPER available")
+	var fsErr error
+	fsDetail := "mounted at " + bpf.BPFFS
+	if !bpf.BPFFSMounted() {
+		fsErr = fmt.Errorf("not mounted at %s; gpu-hold mounts it when it pins a lineage (as root)", bpf.BPFFS)
+	}
+	add("bpffs", fsErr, fsDetail)
+	return rep
+}
+
+// unwrapProbe drops the "X tracker unavailable:" prefix: the row names the backend.
+func unwrapProbe(err error) error {
+	if pe, ok := err.(*tracker.ProbeError); ok {
+		return fmt.Errorf("%s", pe.Reason)
+	}
+	return err
+}
+
+// cgroupV2 finds the cgroup v2 mount and whether cgroup.kill exists there
+// (Linux 5.14+; the root cgroup has none, so a child cgroup is checked).
+func cgroupV2() (string, error) {
+	mnt := hold.CgroupMount()
+	if mnt == "" {
+		return "", fmt.Errorf("no cgroup v2 mount: payloads run without a cgroup of their own")
+	}
+	own := "/"
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "0::"); ok {
+				own = rest
+			}
+		}
+	}
+	candidates := []string{filepath.Join(mnt, own, "cgroup.kill")}
+	if more, _ := filepath.Glob(filepath.Join(mnt, own, "*", "cgroup.kill")); len(more) > 0 {
+		candidates = append(candidates, more[0])
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(c); err == nil {
+			return mnt + " (cgroup.kill available)", nil
+		}
+	}
+	if filepath.Clean(own) == "/" {
+		return "", fmt.Errorf("%s has no child cgroup with cgroup.kill to check (needs Linux 5.14+)", mnt)
+	}
+	return "", fmt.Errorf("%s has no cgroup.kill (needs Linux 5.14+): teardown cannot end the cgroup atomically", mnt)
 }

@@ -1,8 +1,164 @@
-// queue.go owns the `gpu-hold queue` subcommand. (stub: being written)
+// queue.go owns `gpu-hold queue`: who holds a resource's token and who
+// waits (position, ticket, label, pid, user, age, command), as a table or,
+// with --json, as queue.Status.
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/user"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/queue"
+)
+
+type queueOptions struct {
+	g    *globalOpts
+	JSON bool
+	Out  io.Writer
+	Now  func() time.Time
+}
 
 func newCmdQueue(g *globalOpts) *cobra.Command {
-	return &cobra.Command{Use: "queue", Short: "(not yet)", RunE: func(*cobra.Command, []string) error { return usageErr("queue: not implemented yet") }}
+	opts := &queueOptions{g: g, Now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "queue [-r RES] [--dir PATH] [--json]",
+		Short: "Show who holds the resource's token and who waits for it",
+		Long: `List the holder of the resource's token and the waiting tickets in order, with their
+position, ticket number, label, pid, user, age and command. Holders that died without releasing
+(not yet reaped) are listed too. A ticket number is what gpu-hold cancel takes.`,
+		Example: `  gpu-hold queue
+  gpu-hold queue -r npu --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Out = cmd.OutOrStdout()
+			return queueRun(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the queue as JSON")
+	return cmd
+}
+
+// openQueue opens the resource's queue the same way for every subcommand.
+func (g *globalOpts) openQueue() (queue.Queue, error) {
+	dir, err := g.queueDir()
+	if err != nil {
+		return nil, err
+	}
+	q, err := queue.OpenDir(dir, g.Resource, queue.DirOptions{Warn: func(msg string) { g.Log.Warn().Msg(msg) }})
+	if err != nil {
+		return nil, &exitError{code: hold.ExitUsage, err: err}
+	}
+	return q, nil
+}
+
+func queueRun(opts *queueOptions) error {
+	q, err := opts.g.openQueue()
+	if err != nil {
+		return err
+	}
+	st, err := q.Status()
+	if err != nil {
+		return &exitError{code: hold.ExitUsage, err: err}
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printQueue(opts.Out, st, opts.Now())
+	return nil
+}
+
+func printQueue(out io.Writer, st queue.Status, now time.Time) {
+	if st.Holder == nil && len(st.Waiters) == 0 && len(st.Dead) == 0 {
+		fmt.Fprintf(out, "%s: token free, nobody waiting\n", st.Resource)
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POS\tTICKET\tSTATE\tLABEL\tPID\tUSER\tAGE\tCOMMAND")
+	row := func(pos, state string, t queue.Ticket, since time.Time) {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", pos, t.Seq, state, cell(t.Label, 24), t.Holder.PID,
+			userName(t.UID), age(now.Sub(since)), command(t.Cmd))
+	}
+	for _, d := range st.Dead {
+		row("-", "dead", d, d.Granted)
+	}
+	if h := st.Holder; h != nil {
+		row("0", "holding", *h, h.Granted)
+	}
+	for i, w := range st.Waiters {
+		row(strconv.Itoa(i+1), "waiting", w, w.Created)
+	}
+	tw.Flush()
+	if len(st.Dead) > 0 {
+		fmt.Fprintf(out, "dead: the holder died without releasing; the next hold ends what it left running first (or run gpu-hold reap -r %s)\n", st.Resource)
+	}
+	if len(st.Skipped) > 0 {
+		fmt.Fprintf(out, "skipped %d file(s) that are not valid gpu-hold files: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+var userNames = map[int]string{}
+
+// userName names uid, or prints the number when it has no name.
+func userName(uid int) string {
+	if n, ok := userNames[uid]; ok {
+		return n
+	}
+	n := strconv.Itoa(uid)
+	if u, err := user.LookupId(n); err == nil {
+		n = u.Username
+	}
+	userNames[uid] = n
+	return n
+}
+
+// age prints d briefly: 42s, 3m05s, 2h07m, 3d04h.
+func age(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	s := int64(d / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
+	}
+	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+}
+
+// command joins argv for one table cell.
+func command(argv []string) string { return cell(strings.Join(argv, " "), 60) }
+
+// cell makes s safe for one table cell: control characters (a label or
+// command is anyone's text) become spaces, and it is shortened to n runes.
+func cell(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return orDash(s)
 }

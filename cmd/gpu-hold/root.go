@@ -86,6 +86,7 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 	root := newCmdRun(g)
 	root.SilenceErrors = true
 	root.SilenceUsage = true
+	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
 	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")

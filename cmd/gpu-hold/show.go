@@ -1,8 +1,149 @@
-// show.go owns the `gpu-hold show` subcommand. (stub: being written)
+// show.go owns `gpu-hold show RECORD`: read a hold's lineage record and
+// render it as a tree (like pstree), the assembled JSON document, or a
+// Chrome/Perfetto timeline.
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+type showOptions struct {
+	g      *globalOpts
+	Record string // a record file, or a hold id of the resource
+	Format string // tree, json, timeline
+	Output string // -o FILE; "" or "-" is standard output
+	Color  string // auto, always, never
+	Out    io.Writer
+	ErrOut io.Writer
+	// isTerminal says whether standard output is a terminal (auto colour).
+	isTerminal func() bool
+}
 
 func newCmdShow(g *globalOpts) *cobra.Command {
-	return &cobra.Command{Use: "show", Short: "(not yet)", RunE: func(*cobra.Command, []string) error { return usageErr("show: not implemented yet") }}
+	opts := &showOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "show RECORD [--format tree|json|timeline] [-o FILE]",
+		Short: "Show what a hold spawned and how each process ended",
+		Long: `show reads a hold's lineage record (a file, or the hold id of a record in the resource's
+records directory) and renders it:
+
+  tree      each process under the one that forked it, with its command, lifetime, fate
+            (exited, term, kill, killed-at-birth, survivor) and flags (left-group,
+            left-session, reparented); coloured on a terminal
+  json      the assembled record as one JSON document
+  timeline  Chrome trace event JSON: open it in https://ui.perfetto.dev
+
+A record cut short by a killed hold is shown up to its last whole line. A damaged record
+is an error that names the line (exit 125). The format is documented in docs/RECORD.md.`,
+		Example: `  gpu-hold show /var/lib/gpu-hold/gpu/records/HOLD.jsonl
+  gpu-hold show -r gpu HOLD-ID --format timeline -o hold.trace.json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErr("show needs exactly one RECORD (a record file or a hold id), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Record = args[0]
+			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			opts.isTerminal = func() bool { return isatty.IsTerminal(os.Stdout.Fd()) }
+			return showRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.Format, "format", "f", "tree", "output format: tree, json or timeline (Chrome trace JSON for ui.perfetto.dev)")
+	f.StringVarP(&opts.Output, "output", "o", "", "write to FILE instead of standard output")
+	f.StringVar(&opts.Color, "color", "auto", "colour the tree: auto (on a terminal, unless NO_COLOR is set), always, never")
+	return cmd
+}
+
+func showRun(opts *showOptions) error {
+	switch opts.Format {
+	case "tree", "json", "timeline":
+	default:
+		return usageErr("--format %q is not one of tree, json, timeline", opts.Format)
+	}
+	switch opts.Color {
+	case "auto", "always", "never":
+	default:
+		return usageErr("--color %q is not one of auto, always, never", opts.Color)
+	}
+	path, err := opts.resolve()
+	if err != nil {
+		return err
+	}
+	rec, err := tracker.ReadRecord(path)
+	if err != nil {
+		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("%v (cannot show this record)", err)}
+	}
+	if rec.Truncated && opts.Format != "tree" {
+		fmt.Fprintf(opts.ErrOut, "gpu-hold: record %s: its last line was cut short (the hold was killed) and is left out\n", path)
+	}
+
+	out, toFile := opts.Out, opts.Output != "" && opts.Output != "-"
+	var f *os.File
+	if toFile {
+		if f, err = os.Create(opts.Output); err != nil {
+			return &exitError{code: hold.ExitUsage, err: fmt.Errorf("cannot write %s: %v", opts.Output, err)}
+		}
+		defer f.Close()
+		out = f
+	}
+	bw := bufio.NewWriter(out)
+	switch opts.Format {
+	case "tree":
+		color := opts.Color == "always" ||
+			(opts.Color == "auto" && !toFile && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb" && opts.isTerminal != nil && opts.isTerminal())
+		err = tracker.RenderTree(bw, rec, tracker.TreeOptions{Color: color})
+	case "json":
+		err = tracker.RenderJSON(bw, rec)
+	case "timeline":
+		err = tracker.RenderTimeline(bw, rec)
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil && f != nil {
+		err = f.Close()
+	}
+	if err != nil {
+		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the %s of %s: %v", opts.Format, path, err)}
+	}
+	if toFile && opts.Format == "timeline" {
+		fmt.Fprintf(opts.ErrOut, "gpu-hold: wrote %s: open it in https://ui.perfetto.dev\n", opts.Output)
+	}
+	return nil
+}
+
+// resolve finds the record: a file, else a hold id in the resource's
+// records directory.
+func (opts *showOptions) resolve() (string, error) {
+	arg := opts.Record
+	if _, err := os.Stat(arg); err == nil {
+		return arg, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", &exitError{code: hold.ExitUsage, err: fmt.Errorf("cannot read record %s: %v", arg, err)}
+	}
+	if !strings.ContainsRune(arg, '/') && opts.g != nil {
+		if dir, err := opts.g.queueDir(); err == nil {
+			p := tracker.RecordPath(filepath.Join(dir, opts.g.Resource), strings.TrimSuffix(arg, ".jsonl"))
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+			return "", usageErr("no record %s: it is neither a file nor a hold id of resource %s (looked for %s); give the record's path", arg, opts.g.Resource, p)
+		}
+	}
+	return "", usageErr("no record %s: give the path of a record file (records live in <queue dir>/<resource>/records/)", arg)
 }

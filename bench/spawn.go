@@ -1,0 +1,160 @@
+// spawn.go owns sections 1 and 2: a spawner that fork+execs /bin/true N
+// times (N sized so the bare loop takes cfg.SpawnSecs), run bare and under
+// each backend with repeats interleaved (bare, proc, bpf, bare, ...) so
+// drift cancels; the spawner's own loop time is compared, and each hold's
+// record is read for how many of the N processes the lineage saw.
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SpawnMode is one way the spawner ran.
+type SpawnMode struct {
+	Mode      string `json:"mode"`    // bare, proc, bpf
+	LoopMS    Dist   `json:"loop_ms"` // the spawner's own loop time
+	Ratio     Num    `json:"ratio"`   // median loop / median bare loop
+	RepRatios Dist   `json:"rep_ratios"`
+	// HoldCPUMS (holds only): gpu-hold's own user+sys time over the whole
+	// hold (rusage), i.e. what following the spawner cost in user space.
+	HoldCPUMS *Dist `json:"hold_cpu_ms,omitempty"`
+	// Completeness (holds only): the fewest of N any repeat's record saw.
+	SeenMin     int    `json:"seen_min,omitempty"`
+	SeenMax     int    `json:"seen_max,omitempty"`
+	ExecsMin    int    `json:"execs_min,omitempty"` // of those, seen with their exec of /bin/true
+	LostEvents  uint64 `json:"lost_events"`
+	MapOverflow uint64 `json:"map_overflow"`
+	Dropped     uint64 `json:"dropped_events"`
+}
+
+// SpawnResult is sections 1 and 2.
+type SpawnResult struct {
+	N       int         `json:"n"`
+	RateHz  float64     `json:"bare_spawn_rate_per_s"`
+	Repeats int         `json:"repeats"`
+	Modes   []SpawnMode `json:"modes"`
+}
+
+const spawnToken = "gpu-hold-bench-spawn"
+
+func (b *bench) spawnSection() error {
+	// Size N from a short bare run.
+	cal := 200
+	if b.cfg.Quick {
+		cal = 100
+	}
+	d, err := b.spawnOnce("bare", cal)
+	if err != nil {
+		return err
+	}
+	rate := float64(cal) / d.loop.Seconds()
+	n := int(math.Round(rate*b.cfg.SpawnSecs/100)) * 100
+	if n < 100 {
+		n = 100
+	}
+	res := &SpawnResult{N: n, RateHz: math.Round(rate), Repeats: b.cfg.SpawnReps}
+	b.res.Spawn = res
+	progress("spawn: N=%d (bare rate %.0f/s), %d repeats", n, rate, b.cfg.SpawnReps)
+
+	modes := append([]string{"bare"}, b.cfg.Backends...)
+	loops := map[string][]float64{}
+	runs := map[string][]spawnRun{}
+	for rep := 0; rep < b.cfg.SpawnReps; rep++ {
+		for _, m := range modes {
+			r, err := b.spawnOnce(m, n)
+			if err != nil {
+				return err
+			}
+			loops[m] = append(loops[m], ms(r.loop))
+			runs[m] = append(runs[m], r)
+		}
+	}
+	bare := summarize(loops["bare"]).Median
+	for _, m := range modes {
+		sm := SpawnMode{Mode: m, LoopMS: summarize(loops[m]), Ratio: Num(ratio(summarize(loops[m]).Median, bare))}
+		var rr []float64
+		for i := range loops[m] {
+			rr = append(rr, ratio(loops[m][i], loops["bare"][i]))
+		}
+		sm.RepRatios = summarize(rr)
+		if m != "bare" {
+			sm.SeenMin, sm.ExecsMin = n+1<<30, n+1<<30
+			var cpu []float64
+			for _, r := range runs[m] {
+				cpu = append(cpu, r.holdCPU)
+				sm.SeenMin, sm.SeenMax = min(sm.SeenMin, r.seen), max(sm.SeenMax, r.seen)
+				sm.ExecsMin = min(sm.ExecsMin, r.execs)
+				sm.LostEvents += r.lost
+				sm.MapOverflow += r.overflow
+				sm.Dropped += r.dropped
+			}
+			c := summarize(cpu)
+			sm.HoldCPUMS = &c
+		}
+		res.Modes = append(res.Modes, sm)
+	}
+	return nil
+}
+
+// spawnRun is one spawner run.
+type spawnRun struct {
+	loop                    time.Duration
+	holdCPU                 float64 // ms
+	seen, execs             int
+	lost, overflow, dropped uint64
+}
+
+// spawnOnce runs the spawner bare or under a backend.
+func (b *bench) spawnOnce(mode string, n int) (spawnRun, error) {
+	out := b.path("spawn.ns")
+	argv := b.helper("spawn", strconv.Itoa(n), out, spawnToken)
+	var r spawnRun
+	var p *child
+	var err error
+	rec := ""
+	if mode == "bare" {
+		p, err = b.startProc(argv, nil, nil)
+	} else {
+		rec = b.path("spawn-" + mode + ".jsonl")
+		p, err = b.startHold(holdSpec{Dir: b.dir("spawn-" + mode), Track: mode, Grace: -1, Dump: rec, Cmd: argv})
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := p.wait(10 * time.Minute); err != nil {
+		return r, err
+	}
+	if p.code() != 0 {
+		return r, fmt.Errorf("spawner (%s): %s", mode, p.describe())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return r, fmt.Errorf("spawner (%s) wrote no time: %v; %s", mode, err, p.describe())
+	}
+	ns, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	r.loop = time.Duration(ns)
+	if rec != "" {
+		if ru := p.rusage(); ru != nil {
+			r.holdCPU = 1000 * (tv(ru.Utime) + tv(ru.Stime))
+		}
+		rd, err := readRecord(rec)
+		if err != nil {
+			return r, err
+		}
+		r.seen, r.execs = rd.spawned(spawnToken)
+		r.lost, r.overflow, r.dropped = rd.Hold.Counters.LostEvents, rd.Hold.Counters.MapOverflow, rd.Hold.DroppedEvents
+	}
+	return r, nil
+}
+
+// dir is a queue directory for one purpose (created once, reused).
+func (b *bench) dir(name string) string {
+	d := b.work + "/q-" + name
+	os.MkdirAll(d, 0o755)
+	return d
+}

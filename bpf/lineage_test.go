@@ -1,0 +1,174 @@
+// lineage_test.go tests the bpf package on its own: event decoding (no
+// privileges needed), and, as root, that a full lineage map is counted and
+// flagged rather than silent.
+package bpf
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+func TestDecodeExec(t *testing.T) {
+	var x lineageExecEvent
+	x.Hdr = lineageEvent{Kind: uint32(KindExec), Pid: 42, Pgid: 40, Sid: 30, Uid: 1000, StartNs: 123_450_000_000, TimeNs: 7, Flags: EventArgvTruncated}
+	copy8(x.Filename[:], "/usr/bin/sleep")
+	args := "sleep\x00300\x00--x\x00"
+	copy8(x.Argv[:], args)
+	x.ArgvLen = uint32(len(args))
+	raw, err := binary.Append(nil, binary.NativeEndian, &x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Kind != KindExec || ev.PID != 42 || ev.PGID != 40 || ev.SID != 30 || ev.UID != 1000 || ev.Flags != EventArgvTruncated {
+		t.Fatalf("header decoded as %+v", ev)
+	}
+	if NsToTicks(ev.StartNs) != 12345 {
+		t.Fatalf("start %d ns is %d ticks, want 12345", ev.StartNs, NsToTicks(ev.StartNs))
+	}
+	if ev.Filename != "/usr/bin/sleep" {
+		t.Fatalf("filename %q", ev.Filename)
+	}
+	if want := []string{"sleep", "300", "--x"}; len(ev.Argv) != 3 || ev.Argv[0] != want[0] || ev.Argv[1] != want[1] || ev.Argv[2] != want[2] {
+		t.Fatalf("argv %q, want %q", ev.Argv, want)
+	}
+	if _, err := decode(raw[:10]); err == nil {
+		t.Fatal("a short record decoded without error")
+	}
+	if _, err := decode(raw[:eventSize]); err == nil {
+		t.Fatal("a short exec record decoded without error")
+	}
+}
+
+func copy8(dst []int8, s string) {
+	for i := 0; i < len(s) && i < len(dst); i++ {
+		dst[i] = int8(s[i])
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		status    int32
+		code, sig int
+	}{
+		{0, 0, 0},
+		{7 << 8, 7, 0},
+		{255 << 8, 255, 0},
+		{9, 0, 9},            // SIGKILL
+		{15, 0, 15},          // SIGTERM
+		{0x80 | 11, 0, 11},   // SIGSEGV with a core dump
+		{0x80 | 6, 0, 6},     // SIGABRT with a core dump
+		{1<<16 | 3<<8, 3, 0}, // bits above the status byte are ignored
+	} {
+		code, sig := Event{Status: c.status}.ExitStatus()
+		if code != c.code || sig != c.sig {
+			t.Errorf("status %#x: code %d signal %d, want %d %d", c.status, code, sig, c.code, c.sig)
+		}
+	}
+}
+
+// TestOverflowCounted fills a lineage map of capacity 4 with a payload that
+// has 8 children: the children that do not fit are counted and flagged.
+func TestOverflowCounted(t *testing.T) {
+	var b [8]byte
+	rand.Read(b[:])
+	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
+	l, err := Load(Options{HoldID: "test-overflow", Capacity: 4})
+	if err != nil {
+		if os.Getenv("GPU_HOLD_REQUIRE_BPF") == "1" {
+			t.Fatalf("GPU_HOLD_REQUIRE_BPF=1 but BPF cannot load: %v", err)
+		}
+		t.Skipf("BPF unavailable: %v", err)
+	}
+	defer l.Close()
+	rd, err := l.NewReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+
+	cmd := exec.Command("bash", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 300 & done; wait")
+	cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK="+mark)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetLauncher(self.PID, self.Start); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { killMarked(mark); cmd.Wait() }()
+	if err := l.SetLauncher(0, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	notStored := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for notStored < 5 {
+		rd.rd.SetDeadline(deadline)
+		ev, err := rd.Read()
+		if err != nil {
+			t.Fatalf("after %d flagged events: %v", notStored, err)
+		}
+		if ev.Kind == KindFork && ev.Flags&EventNotStored != 0 {
+			notStored++
+		}
+	}
+	c, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := l.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The payload and 3 children fit; the other 5 children do not. (Go's
+	// own short-lived probe child, when it forked one, was admitted too.)
+	if c.Overflow != 5 || c.Admitted != 3+uint64(r.Forks) || len(ms) != 4 {
+		t.Fatalf("counters %+v, root %+v, %d members: want 5 overflowed, 4 stored", c, r, len(ms))
+	}
+	for _, m := range ms {
+		if (m.PID != r.PID || m.Flags != MemberRoot) && m.Parent != r.PID {
+			t.Fatalf("member %+v is neither the payload (%d) nor its child", m, r.PID)
+		}
+	}
+}
+
+// killMarked SIGKILLs, through verified pidfds, every process whose
+// environment carries mark, until none is left.
+func killMarked(mark string) {
+	for i := 0; i < 50; i++ {
+		n := 0
+		proc.Walk(func(st proc.Stat) {
+			env, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/environ")
+			if !st.Dead() && bytes.Contains(env, []byte("GPU_HOLD_TEST_MARK="+mark+"\x00")) {
+				proc.Signal(st.Ident, syscall.SIGKILL)
+				n++
+			}
+		})
+		if n == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

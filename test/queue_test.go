@@ -1,0 +1,428 @@
+// queue_test.go owns the queue's tests against the real binary: 24 holds
+// contending at once (never two payloads inside, grants in ticket order, all
+// complete, nothing left), the same with holders SIGKILLed mid-hold (the
+// queue drains, each dead holder reported to its successor), the wait
+// allowance, a ticket cancelled while waiting, two resources, and the
+// `gpu-hold queue` output.
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/queue"
+)
+
+// qCmd runs a gpu-hold subcommand in dir and returns its result.
+func qCmd(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--dir", dir, "--log-format", "json"}, args...)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	r := result{Stdout: out.String(), Stderr: errb.String(), Elapsed: time.Since(t0)}
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.Code = ee.ExitCode()
+		} else {
+			t.Fatalf("gpu-hold %v: %v", args, err)
+		}
+	}
+	return r
+}
+
+// qStatus is `gpu-hold queue --json -r res`.
+func qStatus(t *testing.T, dir, res string) queue.Status {
+	t.Helper()
+	r := qCmd(t, dir, "queue", "--json", "-r", res)
+	var st queue.Status
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil {
+		t.Fatalf("gpu-hold queue --json: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	return st
+}
+
+// qWaitFor polls the queue until ok holds (a bound for "did not hang").
+func qWaitFor(t *testing.T, dir, res, what string, ok func(queue.Status) bool) queue.Status {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := qStatus(t, dir, res)
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue never showed %s: %+v", what, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func qHeldBy(label string) func(queue.Status) bool {
+	return func(st queue.Status) bool { return st.Holder != nil && st.Holder.Label == label }
+}
+
+// qLogs decodes the JSON log lines a hold wrote to stderr.
+func qLogs(stderr string) []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(stderr, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// qLogTickets returns the "ticket" field of every log line whose message
+// starts with msg.
+func qLogTickets(stderr, msg string) []uint64 {
+	var out []uint64
+	for _, m := range qLogs(stderr) {
+		if s, _ := m["message"].(string); strings.HasPrefix(s, msg) {
+			if v, ok := m["ticket"].(float64); ok {
+				out = append(out, uint64(v))
+			}
+		}
+	}
+	return out
+}
+
+// qTicket is the ticket a hold took ("waiting for the token" or "token taken").
+func qTicket(t *testing.T, h *hold) uint64 {
+	t.Helper()
+	for _, msg := range []string{"token taken", "waiting for the token"} {
+		if s := qLogTickets(h.Stderr(), msg); len(s) > 0 {
+			return s[0]
+		}
+	}
+	t.Fatalf("hold %v logged no ticket:\n%s", h.Args, h.Stderr())
+	return 0
+}
+
+// qSpan is one payload's time inside, from the shared log.
+type qSpan struct {
+	label        string
+	enter, leave int64 // ns; leave 0: never left
+}
+
+// qReadLog parses "enter|leave LABEL NS" lines.
+func qReadLog(t *testing.T, path string) (spans map[string]*qSpan, order []string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("payload log: %v", err)
+	}
+	spans = map[string]*qSpan{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("bad log line %q", l)
+		}
+		ns, _ := strconv.ParseInt(f[2], 10, 64)
+		s := spans[f[1]]
+		if s == nil {
+			s = &qSpan{label: f[1]}
+			spans[f[1]] = s
+		}
+		switch f[0] {
+		case "enter":
+			if s.enter != 0 {
+				t.Fatalf("%s entered twice", f[1])
+			}
+			s.enter = ns
+		case "leave":
+			s.leave = ns
+		}
+	}
+	for _, s := range spans {
+		order = append(order, s.label)
+	}
+	sort.Slice(order, func(i, j int) bool { return spans[order[i]].enter < spans[order[j]].enter })
+	return spans, order
+}
+
+// qPayload is a bash payload that logs its enter and leave instants. With
+// a go file, it stays inside until that file exists (at most 10s).
+func qPayload(log, label, gofile string) []string {
+	wait := "sleep 0.05"
+	if gofile != "" {
+		wait = fmt.Sprintf(`for i in $(seq 1000); do [ -e %q ] && break; sleep 0.01; done`, gofile)
+	}
+	return sh(fmt.Sprintf(`echo "enter %[2]s $(date +%%s%%N)" >> %[1]q; %[3]s; echo "leave %[2]s $(date +%%s%%N)" >> %[1]q`, log, label, wait))
+}
+
+// qEntered lists the labels in the log's enter lines, in order.
+func qEntered(log string) []string {
+	b, _ := os.ReadFile(log)
+	var entered []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "enter" {
+			entered = append(entered, f[1])
+		}
+	}
+	return entered
+}
+
+// qStress runs n holds at once; with kill, it SIGKILLs the gpu-hold of the
+// payloads that are kill-th to enter, while they are inside, and checks
+// everything the stress test promises.
+func qStress(t *testing.T, n int, kill map[int]bool) {
+	dir := t.TempDir()
+	scratch := t.TempDir()
+	log := filepath.Join(scratch, "inside.log")
+	mark := newMark(t)
+	holds := map[string]*hold{}
+	var labels []string
+	for i := range n {
+		label := fmt.Sprintf("s%02d", i)
+		gofile := ""
+		if len(kill) > 0 {
+			gofile = filepath.Join(scratch, "go."+label)
+		}
+		h := newHold(t, dir, mark, append([]string{"-l", label, "--track", "proc", "-g", "2s", "--"}, qPayload(log, label, gofile)...)...)
+		holds[label] = h
+		labels = append(labels, label)
+	}
+	for _, l := range labels { // as close to "at once" as a loop gets
+		holds[l].Start()
+	}
+	killed := map[string]bool{}
+	if len(kill) > 0 {
+		// Drive the payloads: each stays inside until its go file exists.
+		// The k-th to enter has its hold SIGKILLed while inside; its go
+		// file appears only once its successor entered, so a payload left
+		// running (not reaped) would log its leave after that.
+		free := func(l string) { os.WriteFile(filepath.Join(scratch, "go."+l), nil, 0o644) }
+		deadline := time.Now().Add(90 * time.Second)
+		for seen := 0; seen < n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d of %d payloads entered", seen, n)
+			}
+			entered := qEntered(log)
+			for ; seen < len(entered); seen++ {
+				l := entered[seen]
+				if seen > 0 && killed[entered[seen-1]] {
+					free(entered[seen-1])
+				}
+				if kill[seen] {
+					holds[l].Signal(syscall.SIGKILL)
+					killed[l] = true
+				} else {
+					free(l)
+				}
+			}
+		}
+	}
+	seqOf := map[string]uint64{}
+	for _, l := range labels {
+		r := holds[l].Wait(120 * time.Second)
+		seqOf[l] = qTicket(t, holds[l])
+		if killed[l] {
+			if r.Code != 128+int(syscall.SIGKILL) {
+				t.Errorf("killed hold %s exited %d", l, r.Code)
+			}
+			continue
+		}
+		if r.Code != 0 {
+			t.Errorf("hold %s exited %d:\n%s", l, r.Code, r.Stderr)
+		}
+	}
+
+	spans, order := qReadLog(t, log)
+	if len(order) != n {
+		t.Fatalf("%d payloads ran, want %d", len(order), n)
+	}
+	// Never two inside: each payload left (or was ended) before the next entered.
+	for i, l := range order {
+		s := spans[l]
+		if killed[l] {
+			if s.leave != 0 {
+				t.Errorf("payload of killed hold %s was left running: it logged its leave", l)
+				// What the successor had to go on:
+				recs, _ := filepath.Glob(filepath.Join(dir, "gpu", "records", "*"))
+				for _, r := range recs {
+					if b, _ := os.ReadFile(r); strings.Contains(string(b), `"label":"`+l+`"`) {
+						t.Logf("record of %s:\n%s", l, b)
+					}
+				}
+			}
+			continue
+		}
+		if s.leave == 0 {
+			t.Errorf("payload %s never left", l)
+			continue
+		}
+		if i+1 < len(order) && spans[order[i+1]].enter < s.leave {
+			t.Errorf("%s entered at %d while %s was inside (until %d)", order[i+1], spans[order[i+1]].enter, l, s.leave)
+		}
+	}
+	// Granted in ticket order.
+	for i := 1; i < len(order); i++ {
+		if seqOf[order[i]] <= seqOf[order[i-1]] {
+			t.Errorf("ran in order %v, tickets %v: not ticket order", order, seqOf)
+			break
+		}
+	}
+	// Each dead holder was reported to (exactly) one successor.
+	for l := range killed {
+		reporters := 0
+		for _, o := range labels {
+			for _, s := range qLogTickets(holds[o].Stderr(), "dead holder") {
+				if s == seqOf[l] {
+					reporters++
+					break
+				}
+			}
+		}
+		if reporters != 1 {
+			t.Errorf("dead holder %s (ticket %d) reported by %d successors, want 1", l, seqOf[l], reporters)
+		}
+	}
+	st := qStatus(t, dir, "gpu")
+	if st.Holder != nil || len(st.Waiters) != 0 || len(st.Dead) != 0 {
+		t.Errorf("queue not empty after the stress: %+v", st)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "gpu", "t.*")); len(left) != 0 {
+		t.Errorf("tickets left behind: %v", left)
+	}
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("processes left running: %v", pids)
+	}
+}
+
+func TestQueueStress24(t *testing.T) { qStress(t, 24, nil) }
+
+func TestQueueStressKilledHolders(t *testing.T) {
+	qStress(t, 24, map[int]bool{3: true, 9: true, 15: true})
+}
+
+func TestQueueWaitAllowance(t *testing.T) {
+	dir := t.TempDir()
+	mark := newMark(t)
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "30").Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	ran := filepath.Join(t.TempDir(), "ran")
+	b := newHold(t, dir, mark, append([]string{"-l", "beta", "-w", "300ms", "--track", "proc", "--"}, sh("touch "+ran)...)...)
+	r := b.Run(30 * time.Second)
+	if r.Code != 75 {
+		t.Fatalf("wait allowance ran out: exit %d, want 75\n%s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "alpha") {
+		t.Errorf("message does not name the holder:\n%s", r.Stderr)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the payload ran although the wait ran out")
+	}
+	if st := qStatus(t, dir, "gpu"); len(st.Waiters) != 0 {
+		t.Errorf("ticket left after the allowance: %+v", st.Waiters)
+	}
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
+}
+
+func TestQueueCancelWhileWaiting(t *testing.T) {
+	dir := t.TempDir()
+	mark := newMark(t)
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "30").Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	ran := filepath.Join(t.TempDir(), "ran")
+	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, sh("touch "+ran)...)...).Start()
+	st := qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	seq := st.Waiters[0].Seq
+
+	if r := qCmd(t, dir, "cancel", "banana"); r.Code != 125 || !strings.Contains(r.Stderr, "ticket number") {
+		t.Errorf("cancel banana: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if r := qCmd(t, dir, "cancel", strconv.FormatUint(st.Holder.Seq, 10)); r.Code != 125 || !strings.Contains(r.Stderr, "SIGTERM") {
+		t.Errorf("cancel of the holder: exit %d, want 125 saying how to end a hold\n%s", r.Code, r.Stderr)
+	}
+	if r := qCmd(t, dir, "cancel", "999999"); r.Code != 125 || !strings.Contains(r.Stderr, "gpu-hold queue") {
+		t.Errorf("cancel of no ticket: exit %d\n%s", r.Code, r.Stderr)
+	}
+	t0 := time.Now()
+	if r := qCmd(t, dir, "cancel", strconv.FormatUint(seq, 10)); r.Code != 0 {
+		t.Fatalf("cancel %d: exit %d\n%s", seq, r.Code, r.Stderr)
+	}
+	r := b.Wait(30 * time.Second)
+	noticed := time.Since(t0)
+	if r.Code != 75 {
+		t.Fatalf("cancelled hold exited %d, want 75\n%s", r.Code, r.Stderr)
+	}
+	t.Logf("cancelled hold exited %v after the cancel", noticed)
+	if noticed > 2*time.Second {
+		t.Errorf("cancel noticed after %v: it must be noticed at once", noticed)
+	}
+	if !strings.Contains(r.Stderr, "removed") {
+		t.Errorf("message does not say the ticket was removed:\n%s", r.Stderr)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the payload of a cancelled ticket ran")
+	}
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
+}
+
+func TestQueueTwoResources(t *testing.T) {
+	dir := t.TempDir()
+	mark := newMark(t)
+	a := newHold(t, dir, mark, "-l", "gpu-job", "--track", "proc", "--", "sleep", "30").Start()
+	qWaitFor(t, dir, "gpu", "gpu-job holding", qHeldBy("gpu-job"))
+	r := newHold(t, dir, mark, "-r", "npu", "-l", "npu-job", "-w", "10s", "--track", "proc", "--", "true").Run(30 * time.Second)
+	if r.Code != 0 {
+		t.Errorf("npu hold blocked by gpu's holder: exit %d\n%s", r.Code, r.Stderr)
+	}
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
+}
+
+func TestQueueCommand(t *testing.T) {
+	dir := t.TempDir()
+	mark := newMark(t)
+	if r := qCmd(t, dir, "queue"); r.Code != 0 || !strings.Contains(r.Stdout, "free") {
+		t.Errorf("empty queue: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "30").Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	b := newHold(t, dir, mark, "-l", "beta", "--track", "proc", "--", "sleep", "7").Start()
+	st := qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	if w := st.Waiters[0]; w.Label != "beta" || w.Holder.PID != b.Cmd.Process.Pid || w.UID != os.Getuid() ||
+		strings.Join(w.Cmd, " ") != "sleep 7" || st.Holder.Holder.PID != a.Cmd.Process.Pid || st.Holder.Granted.IsZero() {
+		t.Errorf("queue --json: %+v", st)
+	}
+	r := qCmd(t, dir, "queue")
+	me := strconv.Itoa(os.Getuid())
+	if u, err := user.Current(); err == nil {
+		me = u.Username
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if r.Code != 0 || len(lines) != 3 {
+		t.Fatalf("gpu-hold queue: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for i, want := range [][]string{
+		{"POS", "TICKET", "LABEL", "PID", "USER", "AGE", "COMMAND"},
+		{"0", "holding", "alpha", strconv.Itoa(a.Cmd.Process.Pid), me, "sleep 30"},
+		{"1", "waiting", "beta", strconv.Itoa(b.Cmd.Process.Pid), me, "sleep 7"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %q", i, lines[i], w)
+			}
+		}
+	}
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
+	b.Signal(syscall.SIGTERM)
+	b.Wait(30 * time.Second)
+}
