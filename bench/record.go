@@ -20,6 +20,7 @@ type recIdent struct {
 // recHold is the part of the hold header the bench reads.
 type recHold struct {
 	Backend string    `json:"backend"`
+	Cgroup  string    `json:"cgroup"`
 	Payload *recIdent `json:"payload"`
 	Times   struct {
 		Granted       time.Time `json:"granted"`

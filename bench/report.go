@@ -229,16 +229,17 @@ func (b *bench) markdown() string {
 		for _, tm := range r.Teardown[0].Modes {
 			heads = append(heads, tm.Mode)
 		}
-		p("| tree | behaviour | build ms | %s | leftovers |", strings.Join(heads, " | "))
-		p("|---|---|---|%s---|", strings.Repeat("---|", len(heads)))
+		p("| tree | behaviour | build ms | %s | leftovers | stale cgroups |", strings.Join(heads, " | "))
+		p("|---|---|---|%s---|---|", strings.Repeat("---|", len(heads)))
 		for _, c := range r.Teardown {
 			var cells []string
-			left := 0
+			left, stale := 0, 0
 			for _, tm := range c.Modes {
 				cells = append(cells, cell(tm.TimeMS, tm.Ratio))
 				left += tm.Leftovers
+				stale += tm.StaleCgroups
 			}
-			p("| %d %s | %s | %s | %s | %d |", c.N, c.Shape, c.Behavior, num(c.BuildMS.Median), strings.Join(cells, " | "), left)
+			p("| %d %s | %s | %s | %s | %d | %d |", c.N, c.Shape, c.Behavior, num(c.BuildMS.Median), strings.Join(cells, " | "), left, stale)
 		}
 		p("")
 		p("Holds' own teardown (the \"hold ended\" line, ms), TERM/KILL counts and where the time went (medians, ms): TERM pass (teardown start to \"TERM sent\"), grace (to the seal and first KILL), KILL passes (to teardown end), after (teardown end to exit: record, device check, release):")
@@ -265,14 +266,14 @@ func (b *bench) markdown() string {
 		p("")
 		p("%d TERM-ignoring workers fill %d long-lived sleeps, then fork+exec /bin/true without pause; holds run with -g 0. Gone: from the deadline to a /proc scan (every 10 ms) finding no marked process alive. %d repeats; build %s ms.", s.Workers, s.Cap, s.Repeats, num(s.BuildMS.Median))
 		p("")
-		p("| mode | kill/deadline to exit ms | deadline to nothing left ms | marked alive at deadline | leftovers |")
-		p("|---|---|---|---|---|")
+		p("| mode | kill/deadline to exit ms | deadline to nothing left ms | marked alive at deadline | leftovers | stale cgroups |")
+		p("|---|---|---|---|---|---|")
 		for _, sm := range s.Modes {
 			gone, live := "-", "-"
 			if sm.GoneMS != nil {
 				gone, live = cell(*sm.GoneMS, Num(nan)), num(sm.LiveAtDL.Median)
 			}
-			p("| %s | %s | %s | %s | %d |", sm.Mode, cell(sm.TimeMS, Num(nan)), gone, live, sm.Leftovers)
+			p("| %s | %s | %s | %s | %d | %d |", sm.Mode, cell(sm.TimeMS, Num(nan)), gone, live, sm.Leftovers, sm.StaleCgroups)
 		}
 	}
 

@@ -21,6 +21,8 @@ type StormMode struct {
 	LiveAtDL  *Dist  `json:"live_at_deadline,omitempty"`
 	Leftovers int    `json:"leftovers"`
 	Late      int    `json:"late_starts"`
+	// StaleCgroups: holds whose cgroup outlived them (see TeardownMode).
+	StaleCgroups int `json:"stale_cgroups"`
 }
 
 // StormResult is the fork storm.
@@ -83,6 +85,7 @@ func (b *bench) stormSection() error {
 			live[m] = append(live[m], float64(r.liveAtDL))
 			acc[m].Leftovers += r.leftovers
 			acc[m].Late += r.late
+			acc[m].StaleCgroups += r.staleCgroup
 		}
 	}
 	res.BuildMS = summarize(builds)

@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type TeardownMode struct {
 	Leftovers  int             `json:"leftovers"`   // marked processes alive after the hold exited (must be 0)
 	Late       int             `json:"late_starts"` // runs repeated because the tree was not built by the deadline
 	LostEvents uint64          `json:"lost_events"`
+	// StaleCgroups: holds whose own cgroup still existed after they exited
+	// (gpu-hold could not remove it; the bench removes it).
+	StaleCgroups int `json:"stale_cgroups"`
 	// Processes counted in the floor's cgroup before the kill.
 	Counted int `json:"counted,omitempty"`
 }
@@ -134,6 +138,7 @@ func (b *bench) teardownCase(pl payload, reps int) (*TeardownCase, error) {
 				acc[m].Leftovers += r.leftovers
 				acc[m].Late += r.late
 				acc[m].LostEvents += r.lost
+				acc[m].StaleCgroups += r.staleCgroup
 				holdBuilds[m] = append(holdBuilds[m], ms(r.buildInHold))
 				for k, v := range r.phases {
 					if phases[m] == nil {
@@ -211,6 +216,7 @@ type holdResult struct {
 	phases        map[string]float64
 	buildInHold   time.Duration // payload started to ready
 	leftovers     int
+	staleCgroup   int
 	late          int
 	lost          uint64
 	p             *child
@@ -295,7 +301,9 @@ func (b *bench) holdOnce(pl payload, backend string, grace, maxHold time.Duratio
 		r.buildInHold = time.Unix(0, readyNS).Sub(st.Time)
 	}
 	r.phases = nil
+	r.staleCgroup = 0
 	if rd, err := readRecord(rec); err == nil {
+		r.staleCgroup = staleCgroup(rd.Hold.Cgroup)
 		r.lost = rd.Hold.Counters.LostEvents + rd.Hold.Counters.MapOverflow
 		t := rd.Hold.Times
 		termSent, ok := p.line("TERM sent")
@@ -351,4 +359,18 @@ func waitFileOrExit(path string, p *child, limit time.Duration) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// staleCgroup reports (1) and removes a hold's cgroup that outlived the
+// hold: gpu-hold removes its own at exit, so one still there is a finding.
+func staleCgroup(path string) int {
+	if path == "" || !strings.HasPrefix(filepath.Base(path), "gpu-hold-") {
+		return 0
+	}
+	if _, err := os.Stat(path); err != nil {
+		return 0
+	}
+	progress("the hold's cgroup %s outlived the hold; removing it", path)
+	(&benchCgroup{path: path}).remove()
+	return 1
 }

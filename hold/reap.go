@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,16 +42,30 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	log.Warn().Uint64("ticket", d.Seq).Str("label", d.Label).Msg("dead holder: the previous holder died without releasing; ending its lineage first")
 	rh := tracker.ReapedHold{HoldID: d.HoldID, Holder: d.Holder, Record: d.Record, At: time.Now()}
 
+	if proc.Alive(d.Holder) {
+		// The queue found this holder dead (its lock is gone), yet the
+		// identity the ticket names is alive: the ticket lies. End nothing.
+		log.Error().Msg("the dead holder's ticket names a live process as its holder (forged or damaged ticket): not ending anything for it")
+		rh.Error = "ticket names a live holder"
+		return rh
+	}
 	var ids []proc.Ident
 	var pgid int
 	var cgPath string
 	rec, err := tracker.ReadRecord(d.Record)
-	if err != nil {
-		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage, group and cgroup only")
-	} else {
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
+	case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
+		log.Error().Str("record", d.Record).Msg("the dead holder's record is not its own (hold id or holder differ): ignoring it")
+	default:
 		ids, pgid, cgPath = rec.Live, rec.Hold.PGID, rec.Hold.Cgroup
 		if rec.Hold.Payload != nil && !proc.Alive(*rec.Hold.Payload) && !groupExists(pgid) {
 			pgid = 0 // the group is gone: its number may name another group now
+		}
+		if cgPath != "" && !ownCgroupPath(cgPath, d.HoldID) {
+			log.Error().Str("cgroup", cgPath).Msg("the dead holder's record names a cgroup gpu-hold did not make for it: ignoring it")
+			cgPath = ""
 		}
 	}
 	self, _ := proc.Self()
@@ -65,7 +81,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 			sink = w.Event
 		}
 	}
-	tr, source := tracker.Resume(d.HoldID, ids, sink)
+	tr, source := tracker.Resume(d.HoldID, ids, d.UID, sink)
 	defer tr.Close()
 	if p, ok := tr.(tracker.Pinner); ok {
 		defer p.Unpin()
@@ -75,6 +91,10 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 		w.Reap(info)
 	}
 	td := &teardown{tr: tr, pgid: pgid, cg: openCgroup(cgPath), grace: grace, survivorWait: survivorWait, log: log}
+	if d.UID != 0 && source != tracker.SourceBPFPin {
+		// What a user's record names is only believed of that user's processes.
+		td.onlyUID, td.uid = true, d.UID
+	}
 	if w != nil {
 		td.fate = w.Fate
 	}
@@ -94,6 +114,15 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	log.Warn().Str("source", source).Int("ended", rh.Ended).Int("survivors", len(rh.Survivors)).Uint64("ticket", d.Seq).
 		Msg("dead holder's lineage ended")
 	return rh
+}
+
+// ownCgroupPath reports whether path is the cgroup gpu-hold makes for hold
+// id: gpu-hold-<id> inside the cgroup v2 mount.
+func ownCgroupPath(path, id string) bool {
+	mnt := CgroupMount()
+	clean := filepath.Clean(path)
+	return mnt != "" && id != "" && filepath.Base(clean) == "gpu-hold-"+id &&
+		strings.HasPrefix(clean, filepath.Clean(mnt)+"/")
 }
 
 // groupExists reports whether any process is in process group pgid.

@@ -225,10 +225,13 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 	}
 	if cg != nil {
 		defer cg.Remove(2 * time.Second)
+		// On record before the payload exists: a hold killed right after the
+		// fork still leaves its successor the cgroup to end.
+		h.rec.update(func(hi *tracker.HoldInfo) { hi.Cgroup = cg.Path })
 	}
 	baseline := h.deviceBaseline()
 
-	env := []string{"GPU_HOLD_ID=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
+	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
 	cmd, root, err := launch(o, tr, cg, env)
 	if err != nil && cg != nil && o.Cgroup == "auto" && cmd == nil && !isLaunchError(err) {
 		// clone3 into the cgroup refused: run without containment.

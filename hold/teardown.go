@@ -35,6 +35,8 @@ type teardown struct {
 	log          zerolog.Logger
 	fate         func(id proc.Ident, f Fate, at time.Time) // may be nil
 	onKill       func(at time.Time)                        // called when the KILL pass begins; may be nil
+	onlyUID      bool                                      // end only processes of uid (reaping a user's lineage)
+	uid          int
 	selfPID      int
 	selfPGID     int
 }
@@ -56,6 +58,9 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 	set := make(map[proc.Ident]proc.Stat)
 	add := func(st proc.Stat) {
 		if st.PID == td.selfPID || st.Dead() {
+			return
+		}
+		if td.onlyUID && proc.UID(st.PID) != td.uid {
 			return
 		}
 		set[st.Ident] = st

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Ident names one process for its whole life: pids are reused, the pair
@@ -112,4 +113,14 @@ func Self() (Ident, error) {
 func Alive(id Ident) bool {
 	st, err := ReadStat(id.PID)
 	return err == nil && st.Start == id.Start && !st.Dead()
+}
+
+// UID returns the uid that owns pid (its effective uid), or -1 when the
+// process cannot be read.
+func UID(pid int) int {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/"+strconv.Itoa(pid), &st); err != nil {
+		return -1
+	}
+	return int(st.Uid)
 }

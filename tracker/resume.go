@@ -5,6 +5,8 @@
 package tracker
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
 	"sync"
 
@@ -17,18 +19,31 @@ const (
 	SourceRecord = "record"
 )
 
+// HoldIDEnv is the environment variable that carries the hold id into the
+// payload, and so into every descendant that keeps its environment.
+const HoldIDEnv = "GPU_HOLD_ID"
+
 // Resume returns a tracker over dead holder holdID's lineage, for teardown
 // only (Prepare and Started are not used), and where the lineage came from.
-// ids are the live identities its record names; sink receives what a pinned
-// lineage still reports. A pinned tracker must be unpinned (Pinner) after
-// the teardown.
-func Resume(holdID string, ids []proc.Ident, sink Sink) (Tracker, string) {
+// ids are the live identities its record names; uid is the dead holder's
+// user; sink receives what a pinned lineage still reports. A pinned tracker
+// must be unpinned (Pinner) after the teardown.
+//
+// Without a pin, the lineage is the record's identities, every process of
+// uid whose environment still carries the hold's id (a holder killed before
+// its record named its payload leaves that much), and their descendants.
+func Resume(holdID string, ids []proc.Ident, uid int, sink Sink) (Tracker, string) {
 	if holdID != "" {
 		if tr, err := OpenPinnedBPF(holdID, Options{Sink: sink, HoldID: holdID}); err == nil {
 			return tr, SourceBPFPin
 		}
 	}
-	return newStaticTracker(ids), SourceRecord
+	t := newStaticTracker(ids)
+	if holdID != "" {
+		t.marker = []byte(HoldIDEnv + "=" + holdID + "\x00")
+		t.uid = uid
+	}
+	return t, SourceRecord
 }
 
 // staticTracker knows a set of identities and treats their descendants as
@@ -36,6 +51,8 @@ func Resume(holdID string, ids []proc.Ident, sink Sink) (Tracker, string) {
 type staticTracker struct {
 	mu      sync.Mutex
 	members map[proc.Ident]bool
+	marker  []byte // environment entry that marks the hold's processes (nil: none)
+	uid     int    // the only uid a marked process may have
 }
 
 func newStaticTracker(ids []proc.Ident) *staticTracker {
@@ -77,6 +94,16 @@ func (t *staticTracker) Live() ([]proc.Stat, error) {
 			}
 		}
 	}
+	if t.marker != nil {
+		for pid, st := range byPID {
+			if t.members[st.Ident] || st.Dead() || !t.marked(pid) {
+				continue
+			}
+			t.members[st.Ident] = true
+			queue = append(queue, pid)
+			live = append(live, st)
+		}
+	}
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
@@ -92,4 +119,18 @@ func (t *staticTracker) Live() ([]proc.Stat, error) {
 		}
 	}
 	return live, nil
+}
+
+// marked reports whether pid carries the hold's environment entry and
+// belongs to the dead holder's user (nobody else's process is ever taken
+// for a member on its environment alone).
+func (t *staticTracker) marked(pid int) bool {
+	if u := uidOf(pid); u == nil || *u != t.uid {
+		return false
+	}
+	env, err := os.ReadFile("/proc/" + itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	return bytes.HasPrefix(env, t.marker) || bytes.Contains(env, append([]byte{0}, t.marker...))
 }

@@ -1,18 +1,13 @@
-// util.go owns small helpers both backends share: exit-status decoding,
-// uids, and the bounds on recorded argv.
+// util.go owns small helpers both backends share: exit-status decoding
+// and uids.
 package tracker
 
 import (
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
-)
 
-// Bounds on what a record keeps of one exec's argv.
-const (
-	maxArgs   = 16
-	maxArgLen = 256
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // ProbeError says why a backend cannot be used here.
@@ -37,12 +32,11 @@ func setExitStatus(ev *Event, ws unix.WaitStatus) {
 	}
 }
 
-// uidOf reads the real uid of pid; nil when it cannot be read.
+// uidOf reads the uid that owns pid; nil when it cannot be read.
 func uidOf(pid int) *int {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/"+strconv.Itoa(pid), &st); err != nil {
+	u := proc.UID(pid)
+	if u < 0 {
 		return nil
 	}
-	u := int(st.Uid)
 	return &u
 }
