@@ -255,7 +255,7 @@ func (b *bench) markdown() string {
 				if tm.Phases != nil {
 					ph = fmt.Sprintf("%s / %s / %s / %s", num(tm.Phases["term"].Median), num(tm.Phases["grace"].Median), num(tm.Phases["kill"].Median), num(tm.Phases["after"].Median))
 				}
-				p("| %d %s | %s | %s | %s | %s | %s | %s | %d | %d |", c.N, c.Shape, c.Behavior, tm.Mode, cell(*tm.TeardownMS, Num(nan)), num(tm.Term.Median), num(tm.Kill.Median), ph, tm.LostEvents, tm.Late)
+				p("| %d %s | %s | %s | %s | %s | %s | %s | %d | %d |", c.N, c.Shape, c.Behavior, tm.Mode, cell(*tm.TeardownMS, Num(nan)), fmt.Sprintf("%.0f", tm.Term.Median), fmt.Sprintf("%.0f", tm.Kill.Median), ph, tm.LostEvents, tm.Late)
 			}
 		}
 	}
@@ -271,7 +271,7 @@ func (b *bench) markdown() string {
 		for _, sm := range s.Modes {
 			gone, live := "-", "-"
 			if sm.GoneMS != nil {
-				gone, live = cell(*sm.GoneMS, Num(nan)), num(sm.LiveAtDL.Median)
+				gone, live = cell(*sm.GoneMS, Num(nan)), fmt.Sprintf("%.0f", sm.LiveAtDL.Median)
 			}
 			p("| %s | %s | %s | %s | %d | %d |", sm.Mode, cell(sm.TimeMS, Num(nan)), gone, live, sm.Leftovers, sm.StaleCgroups)
 		}

@@ -6,26 +6,39 @@ package hold
 import (
 	"fmt"
 
-	"github.com/rs/zerolog"
-
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
-// chooseBackend returns the backend and, for a fallback, the notice.
-func chooseBackend(track string, log zerolog.Logger) (backend, note string, err error) {
-	switch track {
+// openTracker loads the tracker --track asks for. With auto, a backend
+// that cannot load gives way to procfs with a one-line notice that says why.
+func (h *holdRun) openTracker() (tracker.Tracker, error) {
+	opts := tracker.Options{Sink: h.rec.event, HoldID: h.id}
+	log := h.o.Log
+	switch h.o.Track {
 	case "proc":
-		return tracker.BackendProc, "", nil
+		return tracker.New(tracker.BackendProc, opts)
 	case "bpf":
-		if err := tracker.ProbeBPF(); err != nil {
-			return "", "", fmt.Errorf("--track=bpf: %v; run as root on a kernel with BTF, or use --track=proc", err)
+		tr, err := tracker.New(tracker.BackendBPF, opts)
+		if err != nil {
+			return nil, fmt.Errorf("--track=bpf: %v; run as root on a kernel with BTF, or use --track=proc", bpfReason(err))
 		}
-		return tracker.BackendBPF, "", nil
+		return tr, nil
 	}
-	if err := tracker.ProbeBPF(); err != nil {
-		note = "eBPF tracker unavailable, using procfs: " + err.Error()
-		log.Warn().Str("reason", err.Error()).Msg(note)
-		return tracker.BackendProc, note, nil
+	tr, err := tracker.New(tracker.BackendBPF, opts)
+	if err == nil {
+		return tr, nil
 	}
-	return tracker.BackendBPF, "", nil
+	reason := bpfReason(err).Error()
+	h.backendNote = "eBPF tracker unavailable, using procfs: " + reason
+	log.Warn().Str("reason", reason).Msg(h.backendNote)
+	return tracker.New(tracker.BackendProc, opts)
+}
+
+// bpfReason turns a load failure into the reason a user can act on: the
+// probe's (no privilege, no BTF, old kernel) when it has one.
+func bpfReason(err error) error {
+	if perr := tracker.ProbeBPF(); perr != nil {
+		return perr
+	}
+	return err
 }

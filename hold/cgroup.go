@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // cgroup is the payload's own cgroup.
@@ -94,38 +92,49 @@ func openCgroup(path string) *cgroup {
 	return &cgroup{Path: path, fd: -1}
 }
 
-// Members returns the identities of the processes in the cgroup now.
-func (c *cgroup) Members() []proc.Stat {
+// PIDs returns the pids in the cgroup now.
+func (c *cgroup) PIDs() []int {
 	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.procs"))
 	if err != nil {
 		return nil
 	}
-	var out []proc.Stat
+	var out []int
 	for _, f := range bytes.Fields(b) {
-		pid, err := strconv.Atoi(string(f))
-		if err != nil {
-			continue
-		}
-		if st, err := proc.ReadStat(pid); err == nil && !st.Dead() {
-			out = append(out, st)
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// WaitEmpty waits, up to bound, until the cgroup has no process left. The
+// kernel notifies a change of cgroup.events to poll(2) as POLLPRI.
+func (c *cgroup) WaitEmpty(bound time.Duration) bool {
+	f, err := os.Open(filepath.Join(c.Path, "cgroup.events"))
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	deadline := time.Now().Add(bound)
+	buf := make([]byte, 256)
+	for {
+		n, _ := f.ReadAt(buf, 0)
+		if !bytes.Contains(buf[:n], []byte("populated 1")) {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
+		unix.Poll(fds, int(left/time.Millisecond)+1)
+	}
 }
 
 // Kill writes cgroup.kill: SIGKILL to every process in it, atomically
 // against forks racing the kill.
 func (c *cgroup) Kill() error {
 	return os.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1"), 0)
-}
-
-// Populated reports whether any process is still in the cgroup.
-func (c *cgroup) Populated() bool {
-	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.events"))
-	if err != nil {
-		return false
-	}
-	return bytes.Contains(b, []byte("populated 1"))
 }
 
 // Remove removes the cgroup once it is empty (waiting up to bound for the
@@ -135,15 +144,9 @@ func (c *cgroup) Remove(bound time.Duration) error {
 		unix.Close(c.fd)
 		c.fd = -1
 	}
-	deadline := time.Now().Add(bound)
-	for {
-		err := os.Remove(c.Path)
-		if err == nil || errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cannot remove cgroup %s: %w", c.Path, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	c.WaitEmpty(bound)
+	if err := os.Remove(c.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cannot remove cgroup %s: %w", c.Path, err)
 	}
+	return nil
 }

@@ -26,9 +26,13 @@ func NewLogger(w io.Writer, format string) (zerolog.Logger, error) {
 		return zerolog.Nop(), fmt.Errorf("--log-format %q is not one of auto, console, json", format)
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
+	level := zerolog.InfoLevel
+	if os.Getenv("GPU_HOLD_DEBUG") != "" {
+		level = zerolog.DebugLevel
+	}
 	if format == "console" {
 		cw := zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
-		return zerolog.New(cw).With().Timestamp().Logger(), nil
+		return zerolog.New(cw).Level(level).With().Timestamp().Logger(), nil
 	}
-	return zerolog.New(w).With().Timestamp().Str("prog", "gpu-hold").Logger(), nil
+	return zerolog.New(w).Level(level).With().Timestamp().Str("prog", "gpu-hold").Logger(), nil
 }

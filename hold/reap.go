@@ -51,6 +51,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	}
 	var ids []proc.Ident
 	var pgid int
+	var root proc.Ident
 	var cgPath string
 	rec, err := tracker.ReadRecord(d.Record)
 	switch {
@@ -59,9 +60,11 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
 		log.Error().Str("record", d.Record).Msg("the dead holder's record is not its own (hold id or holder differ): ignoring it")
 	default:
-		ids, pgid, cgPath = rec.Live, rec.Hold.PGID, rec.Hold.Cgroup
-		if rec.Hold.Payload != nil && !proc.Alive(*rec.Hold.Payload) && !groupExists(pgid) {
-			pgid = 0 // the group is gone: its number may name another group now
+		ids, cgPath = rec.Live, rec.Hold.Cgroup
+		if rec.Hold.Payload != nil {
+			// The group is ended only while its leader still holds the
+			// number (see teardown.groupIsOurs).
+			pgid, root = rec.Hold.PGID, *rec.Hold.Payload
 		}
 		if cgPath != "" && !ownCgroupPath(cgPath, d.HoldID) {
 			log.Error().Str("cgroup", cgPath).Msg("the dead holder's record names a cgroup gpu-hold did not make for it: ignoring it")
@@ -90,7 +93,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	if w != nil {
 		w.Reap(info)
 	}
-	td := &teardown{tr: tr, pgid: pgid, cg: openCgroup(cgPath), grace: grace, survivorWait: survivorWait, log: log}
+	td := &teardown{tr: tr, pgid: pgid, root: root, cg: openCgroup(cgPath), grace: grace, survivorWait: survivorWait, log: log}
 	if d.UID != 0 && source != tracker.SourceBPFPin {
 		// What a user's record names is only believed of that user's processes.
 		td.onlyUID, td.uid = true, d.UID
@@ -123,20 +126,6 @@ func ownCgroupPath(path, id string) bool {
 	clean := filepath.Clean(path)
 	return mnt != "" && id != "" && filepath.Base(clean) == "gpu-hold-"+id &&
 		strings.HasPrefix(clean, filepath.Clean(mnt)+"/")
-}
-
-// groupExists reports whether any process is in process group pgid.
-func groupExists(pgid int) bool {
-	if pgid <= 0 {
-		return false
-	}
-	found := false
-	proc.Walk(func(st proc.Stat) {
-		if st.PGID == pgid && !st.Dead() {
-			found = true
-		}
-	})
-	return found
 }
 
 // ReapOptions configure `gpu-hold reap`.

@@ -6,6 +6,7 @@ package hold
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,12 +25,15 @@ func recordPath(o *Options, id string) string {
 
 // recorder streams one hold's record. A record that cannot be written is
 // logged once and the hold goes on: the record serves the hold, not the
-// other way round.
+// other way round. It exists before the record does (the tracker, loaded
+// while the ticket waits, is given its event method), and writes nothing
+// until open.
 type recorder struct {
-	w *tracker.RecordWriter
+	p atomic.Pointer[tracker.RecordWriter]
 }
 
-func openRecorder(h *holdRun, granted time.Time) *recorder {
+// open creates the record when the token is granted.
+func (r *recorder) open(h *holdRun, granted time.Time) {
 	o := &h.o
 	path := h.res.Record
 	host, _ := os.Hostname()
@@ -40,31 +44,31 @@ func openRecorder(h *holdRun, granted time.Time) *recorder {
 	})
 	if err != nil {
 		o.Log.Warn().Err(err).Str("record", path).Msg("cannot write the hold's record; holding without one (check --dir permissions or give --dump)")
-		return &recorder{}
+		return
 	}
 	if o.Dump == "" {
 		if err := tracker.PruneRecords(filepath.Dir(path), o.KeepRecords, o.RecordAge); err != nil {
 			o.Log.Debug().Err(err).Msg("pruning old records")
 		}
 	}
-	return &recorder{w: w}
+	r.p.Store(w)
 }
 
 func (r *recorder) update(fn func(*tracker.HoldInfo)) {
-	if r.w != nil {
-		r.w.Update(fn)
+	if w := r.p.Load(); w != nil {
+		w.Update(fn)
 	}
 }
 
 func (r *recorder) event(ev tracker.Event) {
-	if r.w != nil {
-		r.w.Event(ev)
+	if w := r.p.Load(); w != nil {
+		w.Event(ev)
 	}
 }
 
 func (r *recorder) fate(id proc.Ident, f tracker.Fate, at time.Time) {
-	if r.w != nil {
-		r.w.Fate(id, f, at)
+	if w := r.p.Load(); w != nil {
+		w.Fate(id, f, at)
 	}
 }
 
@@ -81,17 +85,18 @@ func (r *recorder) started(root proc.Ident, cgroup string, at time.Time) {
 }
 
 func (r *recorder) close(res *Result, released time.Time) {
-	if r.w == nil {
+	w := r.p.Load()
+	if w == nil {
 		return
 	}
 	code := res.Code
-	r.w.Update(func(h *tracker.HoldInfo) {
+	w.Update(func(h *tracker.HoldInfo) {
 		h.ExitCode = &code
 		h.Cause = res.Cause
 		h.Signal = int(res.Signal)
 		h.Times.Released = released
 	})
-	r.w.Close()
+	w.Close()
 }
 
 // reaped notes, in this hold's own record, a dead holder's lineage it ended.

@@ -86,13 +86,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer signal.Stop(sigc)
 	signal.Ignore(syscall.SIGPIPE)
 
-	// Pick the tracker before queueing: a host that cannot track must not
-	// make anyone wait for it.
-	backend, note, err := chooseBackend(o.Track, log)
+	// The tracker is loaded before queueing: a host that cannot track must
+	// not make anyone wait for it, and the load is done by the time the
+	// token comes round.
+	h.rec = &recorder{}
+	tr, err := h.openTracker()
 	if err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
-	h.res.Backend, h.backendNote = backend, note
+	defer tr.Close()
+	h.res.Backend = tr.Backend()
 	if h.devices, err = devicePatterns(&o); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
@@ -102,10 +105,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return h.res, err
 	}
 	granted := time.Now()
-	h.rec = openRecorder(h, granted)
+	h.rec.open(h, granted)
 	err = h.reapDead(ctx, grant)
 	if err == nil {
-		_, err = h.hold(ctx, backend, sigc)
+		_, err = h.hold(ctx, tr, sigc)
 	}
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, CauseError
@@ -118,7 +121,24 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		log.Info().Str("resource", o.Resource).Msg("token released")
 	}
 	h.writeMetrics(granted, time.Now())
+	h.removeCgroup()
 	return h.res, err
+}
+
+// removeCgroup removes the payload's cgroup, after the release: the next
+// hold does not wait for it. A cgroup that still holds a survivor stays,
+// and the log says where.
+func (h *holdRun) removeCgroup() {
+	if h.cg == nil {
+		return
+	}
+	bound := time.Second
+	if len(h.res.Teardown.Survivors) > 0 {
+		bound = 0
+	}
+	if err := h.cg.Remove(bound); err != nil {
+		h.o.Log.Warn().Err(err).Msg("the payload's cgroup is left behind (a survivor may still be in it): remove it once it is empty")
+	}
 }
 
 // holdRun is the state of one hold.
@@ -134,6 +154,7 @@ type holdRun struct {
 	deviceHolders int       // holders found after teardown
 	lost          uint64    // events the tracker lost
 	memSource     MemSource // nil: /proc/meminfo
+	cg            *cgroup   // the payload's cgroup, if any
 }
 
 // acquire takes a ticket and waits for the token (event-driven); a signal
@@ -200,14 +221,8 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 }
 
 // hold runs the payload under the token and tears it down.
-func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal) (Result, error) {
+func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Signal) (Result, error) {
 	o, log := &h.o, h.o.Log
-
-	tr, err := tracker.New(backend, tracker.Options{Sink: h.rec.event, HoldID: h.id})
-	if err != nil {
-		return h.fail(ExitUsage, "cannot start the %s tracker: %v; try --track=proc", backend, err)
-	}
-	defer tr.Close()
 	if p, ok := tr.(tracker.Pinner); ok {
 		// Pinned, the lineage stays tracked in the kernel if this process
 		// dies, and the next holder ends it from there.
@@ -224,7 +239,7 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 		return h.fail(ExitUsage, "%v", err)
 	}
 	if cg != nil {
-		defer cg.Remove(2 * time.Second)
+		h.cg = cg // removed after the release (see removeCgroup)
 		// On record before the payload exists: a hold killed right after the
 		// fork still leaves its successor the cgroup to end.
 		h.rec.update(func(hi *tracker.HoldInfo) { hi.Cgroup = cg.Path })
@@ -237,7 +252,7 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 		// clone3 into the cgroup refused: run without containment.
 		log.Warn().Err(err).Msg("cannot start the payload in its own cgroup; running without it")
 		cg.Remove(0)
-		cg = nil
+		cg, h.cg = nil, nil
 		cmd, root, err = launch(o, tr, nil, env)
 	}
 	if err != nil {
@@ -254,12 +269,20 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 
 	// Wait for the end: the payload's own exit, the deadline, a signal, or
 	// the memory floor.
-	exited := make(chan *os.ProcessState, 1)
-	var exitedAt time.Time
+	// The payload's exit is watched without reaping it (see payload.go).
+	exited := make(chan payloadExit, 1)
+	var ended bool // the payload's process has exited (and is a zombie until reaped)
 	go func() {
-		cmd.Wait()
-		exitedAt = time.Now()
-		exited <- cmd.ProcessState
+		ex, err := waitNoReap(cmd.Process.Pid)
+		if err != nil {
+			log.Error().Err(err).Msg("cannot wait for the payload's process")
+		}
+		exited <- ex
+	}()
+	defer func() {
+		if ended {
+			cmd.Wait() // reap the zombie, now that teardown is over
+		}
 	}()
 	var deadline <-chan time.Time
 	if o.MaxHold > 0 {
@@ -272,11 +295,11 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 	defer mcancel()
 	memLow := h.watchMemory(mctx)
 
-	var ps *os.ProcessState
 	select {
-	case ps = <-exited:
-		h.res.Code, h.res.Cause, h.res.Signal = exitCode(ps)
-		h.rec.event(rootExitEvent(root, ps, exitedAt))
+	case ex := <-exited:
+		ended = true
+		h.res.Code, h.res.Cause, h.res.Signal = ex.exitCode()
+		h.rec.event(ex.event(root))
 		log.Info().Int("code", h.res.Code).Str("cause", string(h.res.Cause)).Msg("payload exited; ending what it left running")
 	case <-deadline:
 		h.res.Code, h.res.Cause = ExitMaxHold, CauseMaxHold
@@ -296,16 +319,17 @@ func (h *holdRun) hold(ctx context.Context, backend string, sigc chan os.Signal)
 		}
 	}()
 
-	td := &teardown{tr: tr, pgid: root.PID, cg: cg, grace: o.Grace, survivorWait: o.SurvivorWait, log: log, fate: h.rec.fate}
+	td := &teardown{tr: tr, pgid: root.PID, root: root, cg: cg, grace: o.Grace, survivorWait: o.SurvivorWait, log: log, fate: h.rec.fate}
 	td.onKill = func(at time.Time) { h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.TeardownStart = time.Now() })
 	out := td.run()
 	h.res.Teardown = out
-	if ps == nil {
+	if !ended {
 		select {
-		case ps = <-exited:
-			h.rec.event(rootExitEvent(root, ps, exitedAt))
-		case <-time.After(o.SurvivorWait + time.Second):
+		case ex := <-exited:
+			ended = true
+			h.rec.event(ex.event(root))
+		case <-time.After(time.Second):
 			log.Error().Int("pid", root.PID).Msg("the payload's own process did not exit")
 		}
 	}
@@ -353,28 +377,6 @@ func (h *holdRun) makeCgroup() (*cgroup, error) {
 		return nil, nil
 	}
 	return cg, nil
-}
-
-// exitCode maps the payload's end to the hold's exit code.
-func exitCode(ps *os.ProcessState) (int, tracker.Cause, syscall.Signal) {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ExitSignal(ws.Signal()), CauseSignal, ws.Signal()
-	}
-	return ps.ExitCode(), CauseExited, 0
-}
-
-// rootExitEvent is the payload's exit as os/exec reaped it: the one exit
-// status every backend knows exactly.
-func rootExitEvent(root proc.Ident, ps *os.ProcessState, at time.Time) tracker.Event {
-	ev := tracker.Event{Kind: tracker.Exit, Time: at, Ident: root}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		s := int(ws.Signal())
-		ev.Signal = &s
-	} else {
-		c := ps.ExitCode()
-		ev.ExitCode = &c
-	}
-	return ev
 }
 
 func cgroupPath(cg *cgroup) string {

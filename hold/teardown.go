@@ -28,8 +28,9 @@ type Fate = tracker.Fate
 // teardown ends one lineage.
 type teardown struct {
 	tr           tracker.Tracker
-	pgid         int     // the payload's process group (0: none)
-	cg           *cgroup // the payload's cgroup (nil: none)
+	pgid         int        // the payload's process group (0: none)
+	root         proc.Ident // the payload's own process, the group's leader
+	cg           *cgroup    // the payload's cgroup (nil: none)
 	grace        time.Duration
 	survivorWait time.Duration
 	log          zerolog.Logger
@@ -53,7 +54,7 @@ type Outcome struct {
 
 // targets is the union to end, now: live lineage members, live members of
 // the payload's group, live members of the cgroup; never the hold itself
-// or its own group.
+// or its own group. One walk of /proc serves all three.
 func (td *teardown) targets() map[proc.Ident]proc.Stat {
 	set := make(map[proc.Ident]proc.Stat)
 	add := func(st proc.Stat) {
@@ -65,28 +66,39 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 		}
 		set[st.Ident] = st
 	}
+	snap, err := tracker.TakeSnapshot()
+	if err != nil {
+		td.log.Warn().Err(err).Msg("cannot walk /proc; ending what the tracker and cgroup name")
+	}
 	if td.tr != nil {
-		live, err := td.tr.Live()
-		if err != nil {
-			td.log.Warn().Err(err).Msg("lineage walk failed; ending the group and cgroup only")
-		}
-		for _, st := range live {
+		for _, st := range td.tr.LiveIn(snap) {
 			add(st)
 		}
 	}
-	if td.pgid > 0 && td.pgid != td.selfPGID {
-		proc.Walk(func(st proc.Stat) {
+	if td.pgid > 0 && td.pgid != td.selfPGID && td.groupIsOurs(snap) {
+		for _, st := range snap.ByPID {
 			if st.PGID == td.pgid {
 				add(st)
 			}
-		})
+		}
 	}
 	if td.cg != nil {
-		for _, st := range td.cg.Members() {
-			add(st)
+		for _, pid := range td.cg.PIDs() {
+			if st, ok := snap.ByPID[pid]; ok {
+				add(st)
+			}
 		}
 	}
 	return set
+}
+
+// groupIsOurs reports whether the group number still names the payload's
+// group: its leader, the payload's own process, still holds the pid (alive
+// or a zombie). Once that pid is free, a new process may take it and make
+// a group of the same number; that group is not ours.
+func (td *teardown) groupIsOurs(snap *tracker.Snapshot) bool {
+	st, ok := snap.ByPID[td.pgid]
+	return ok && st.PID == td.root.PID && st.Start == td.root.Start
 }
 
 // run performs the teardown.
@@ -110,28 +122,24 @@ func (td *teardown) run() Outcome {
 			td.log.Debug().Err(err).Msg("cannot follow tracker events; rescanning on a timer")
 		}
 	}
-	pending := make(map[proc.Ident]time.Time) // signalled, not yet seen dead
+	pending := make(map[proc.Ident]bool) // signalled, not yet seen dead
 	killed := make(map[proc.Ident]bool)
 
-	// 1. TERM to everything alive now. Newborns during the grace are
-	// tracked and waited on, but not sent TERM.
-	for id := range td.targets() {
-		if td.send(w, id, syscall.SIGTERM) {
-			out.Termed++
-			pending[id] = time.Now()
-		}
-	}
-	td.log.Info().Int("processes", out.Termed).Dur("grace", td.grace).Msg("TERM sent")
-
-	// 2. Grace: wait on the live set, event-driven, until it is empty or
-	// the grace runs out.
-	graceEnd := time.Now().Add(td.grace)
 	live := td.targets()
-	td.settle(pending, live, killed)
-	for len(live) > 0 && time.Now().Before(graceEnd) {
-		td.wait(w, live, time.Until(graceEnd))
-		live = td.targets()
-		td.settle(pending, live, killed)
+	if td.grace > 0 {
+		// 1. TERM to everything alive now. Newborns during the grace are
+		// tracked and waited on, but not sent TERM. (With no grace, TERM
+		// would give nothing time to act on it: straight to KILL.)
+		for id := range live {
+			if td.send(w, id, syscall.SIGTERM) {
+				out.Termed++
+				pending[id] = true
+			}
+		}
+		td.log.Info().Int("processes", out.Termed).Dur("grace", td.grace).Msg("TERM sent")
+		// 2. Grace: wait on the live set until it is empty or the grace
+		// runs out.
+		live = td.graceWait(w, live, pending, killed)
 	}
 
 	// 3. Seal, then KILL until the union is empty or the survivor bound.
@@ -145,35 +153,43 @@ func (td *teardown) run() Outcome {
 		if td.onKill != nil {
 			td.onKill(killStart)
 		}
-		for len(live) > 0 {
+		for {
 			out.Passes++
+			// Everything alive at the start of a pass is KILLed, by
+			// cgroup.kill (atomic against forks racing it) or its pidfd.
+			for id := range live {
+				if !killed[id] {
+					killed[id] = true
+					out.Killed++
+					pending[id] = true
+					td.note(id, tracker.FateKill)
+				}
+			}
 			if td.cg != nil {
 				if err := td.cg.Kill(); err != nil {
 					td.log.Warn().Err(err).Str("cgroup", td.cg.Path).Msg("cgroup.kill failed")
 				}
+				td.cg.WaitEmpty(td.survivorWait - time.Since(killStart))
+				live = td.targets() // what is left is outside the cgroup
 			}
-			// Everything alive at the start of a pass is KILLed (by
-			// cgroup.kill or by its pidfd), whichever reached it first.
 			for id := range live {
 				td.send(w, id, syscall.SIGKILL)
-				if !killed[id] {
-					killed[id] = true
-					out.Killed++
-					pending[id] = time.Now()
-					td.note(id, tracker.FateKill)
-				}
 			}
-			if time.Since(killStart) > td.survivorWait {
+			if len(live) == 0 || time.Since(killStart) > td.survivorWait {
 				break
 			}
 			td.wait(w, live, minDur(rescanInterval, td.survivorWait-time.Since(killStart)))
 			live = td.targets()
 			td.settle(pending, live, killed)
+			if len(live) == 0 {
+				break
+			}
 		}
 		if out.Passes > 1 {
 			td.log.Info().Int("passes", out.Passes).Msg("KILL passes")
 		}
 	}
+	td.settle(pending, live, killed)
 	for _, st := range live {
 		out.Survivors = append(out.Survivors, st)
 		td.note(st.Ident, tracker.FateSurvivor)
@@ -181,6 +197,29 @@ func (td *teardown) run() Outcome {
 	sort.Slice(out.Survivors, func(i, j int) bool { return out.Survivors[i].PID < out.Survivors[j].PID })
 	out.End = time.Now()
 	return out
+}
+
+// graceWait waits, event-driven, until the live set is empty or the grace
+// runs out, and returns what is still alive. Exits arrive through pidfds;
+// the full union is recomputed when the pidfds say everything is gone (to
+// find newborns before concluding), and at most every rescanInterval
+// otherwise, so a large tree dying one by one does not cost a walk per exit.
+func (td *teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending, killed map[proc.Ident]bool) map[proc.Ident]proc.Stat {
+	graceEnd := time.Now().Add(td.grace)
+	td.settle(pending, live, killed)
+	lastWalk := time.Now()
+	for len(live) > 0 && time.Now().Before(graceEnd) {
+		td.wait(w, live, time.Until(graceEnd))
+		if w != nil && !w.full() {
+			live = w.stillAlive(live)
+		}
+		if len(live) == 0 || w == nil || w.full() || time.Since(lastWalk) >= rescanInterval {
+			live = td.targets()
+			lastWalk = time.Now()
+			td.settle(pending, live, killed)
+		}
+	}
+	return live
 }
 
 // send signals id through a verified pidfd (watched when possible).
@@ -192,13 +231,12 @@ func (td *teardown) send(w *watcher, id proc.Ident, sig syscall.Signal) bool {
 }
 
 // wait blocks until a member exits, the tracker reports a change, or the
-// rescan interval (trackers that cannot report births) or limit passes.
+// rescan interval (for newborns) or limit passes.
 func (td *teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.Duration) {
 	if limit <= 0 {
 		return
 	}
-	needRescan := td.tr == nil || td.tr.Changed() == nil || td.pgid > 0 || td.cg != nil || w == nil || w.full()
-	if needRescan && limit > rescanInterval {
+	if limit > rescanInterval {
 		limit = rescanInterval
 	}
 	if w == nil {
@@ -213,7 +251,7 @@ func (td *teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.D
 
 // settle records the fate of signalled processes that are no longer live:
 // those that died after TERM only are "term".
-func (td *teardown) settle(pending map[proc.Ident]time.Time, live map[proc.Ident]proc.Stat, killed map[proc.Ident]bool) {
+func (td *teardown) settle(pending map[proc.Ident]bool, live map[proc.Ident]proc.Stat, killed map[proc.Ident]bool) {
 	for id := range pending {
 		if _, ok := live[id]; ok {
 			continue

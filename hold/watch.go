@@ -20,8 +20,9 @@ type watcher struct {
 	epfd    int
 	handles map[proc.Ident]*proc.Handle
 	byFD    map[int32]proc.Ident
-	limit   int // most pidfds to hold at once; beyond it, callers rescan on a timer
-	efd     int // eventfd that a tracker's Changed channel writes to (0: none)
+	limit   int                 // most pidfds to hold at once; beyond it, callers rescan on a timer
+	efd     int                 // eventfd that a tracker's Changed channel writes to (0: none)
+	gone    map[proc.Ident]bool // watched processes seen to exit
 }
 
 func newWatcher() (*watcher, error) {
@@ -34,7 +35,7 @@ func newWatcher() (*watcher, error) {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur > 1024 {
 		limit = int(rl.Cur) - 512
 	}
-	return &watcher{epfd: epfd, handles: map[proc.Ident]*proc.Handle{}, byFD: map[int32]proc.Ident{}, limit: limit}, nil
+	return &watcher{epfd: epfd, handles: map[proc.Ident]*proc.Handle{}, byFD: map[int32]proc.Ident{}, gone: map[proc.Ident]bool{}, limit: limit}, nil
 }
 
 // full reports whether the watcher holds as many pidfds as it may.
@@ -158,8 +159,23 @@ func (w *watcher) epollOnce(ms int) bool {
 		h.Close()
 		delete(w.handles, id)
 		delete(w.byFD, ev.Fd)
+		w.gone[id] = true
 	}
 	return true
+}
+
+// stillAlive returns the members of live that have not exited, as far as
+// the watcher's pidfds tell (a member it does not watch counts as alive).
+func (w *watcher) stillAlive(live map[proc.Ident]proc.Stat) map[proc.Ident]proc.Stat {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[proc.Ident]proc.Stat, len(live))
+	for id, st := range live {
+		if _, ok := w.handles[id]; ok || !w.gone[id] {
+			out[id] = st
+		}
+	}
+	return out
 }
 
 // close releases every pidfd and the epoll set.

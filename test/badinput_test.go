@@ -25,6 +25,7 @@ func runRaw(t *testing.T, binPath string, cred *syscall.Credential, mark, scratc
 	h.Cmd.Env = append(os.Environ(), markEnv+"="+mark, "GH_T="+scratch)
 	h.Cmd.Stdout, h.Cmd.Stderr = &h.out, &h.err
 	h.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	h.Cmd.WaitDelay = waitDelay
 	h.t0 = time.Now()
 	if err := h.Cmd.Start(); err != nil {
 		t.Fatalf("starting gpu-hold: %v", err)

@@ -87,7 +87,9 @@ func routeE15(t *testing.T, rg rig) {
 		os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0)
 	})
 	script(t, d, "member.sh", `put member $$; exec sleep 300`)
-	payload := script(t, d, "root.sh", `bash "$GH_T/member.sh" &
+	// The member lets go of the hold's stdout and stderr: it outlives the
+	// hold, and would keep os/exec's Wait waiting on the pipes.
+	payload := script(t, d, "root.sh", `bash "$GH_T/member.sh" >/dev/null 2>&1 &
 await member
 exec sleep 300
 `)
@@ -95,6 +97,7 @@ exec sleep 300
 	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1500ms", "-g", "1s", "--survivor-wait", "2s")...)
 	member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
 	st := stat(t, member)
+	leftBehind(t, member, mark, func() { os.WriteFile(filepath.Join(cg, "freezer.state"), []byte("THAWED"), 0) })
 	writeFile(t, filepath.Join(cg, "cgroup.procs"), strconv.Itoa(member))
 	writeFile(t, filepath.Join(cg, "freezer.state"), "FROZEN")
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -154,4 +157,34 @@ exec sleep 300
 	r := h.Wait(20 * time.Second)
 	requireEnd(t, r, 124, false)
 	requireNoneLeft(t, mark)
+}
+
+// leftBehind notes the hold's own cgroup v2 of pid (when it has one): the
+// hold cannot remove it while the frozen survivor is in it, so the test
+// removes it once the survivor is thawed (by thaw) and dead.
+func leftBehind(t *testing.T, pid int, mark string, thaw func()) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		rel, ok := strings.CutPrefix(l, "0::/")
+		if !ok || !strings.HasPrefix(filepath.Base(rel), "gpu-hold-") || strings.Contains(rel, "gpu-hold-test-") {
+			continue
+		}
+		dir := filepath.Join(unifiedRoot, rel)
+		t.Cleanup(func() {
+			thaw()
+			killMarked(mark)
+			waitUnmarked(mark, 5*time.Second)
+			for i := 0; i < 100 && exists(dir); i++ {
+				if os.Remove(dir) == nil {
+					t.Logf("removed the hold's cgroup %s, left behind with the survivor in it", dir)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
 }

@@ -390,6 +390,7 @@ func routeE14(t *testing.T, rg rig) {
 	cmd := exec.CommandContext(ctx, "bash", "-c", loop)
 	cmd.Env = append(os.Environ(), markEnv+"="+mark, "GH_T="+d, "GH_Q="+q, "GH_BIN="+b)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: rg.Cred}
+	cmd.WaitDelay = waitDelay
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	out, err := cmd.Output()

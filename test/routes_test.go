@@ -67,10 +67,18 @@ func (rg rig) dirs(t *testing.T) (scratch, qdir string) {
 	if rg.Cred == nil {
 		return t.TempDir(), t.TempDir()
 	}
-	return openDir(t), openDir(t)
+	scratch, qdir = openDir(t), openDir(t)
+	// The queue dir belongs to the user (a world-writable one is refused).
+	if err := os.Chown(qdir, int(rg.Cred.Uid), int(rg.Cred.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(qdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return scratch, qdir
 }
 
-// openDir makes a temporary directory that any user can use.
+// openDir makes a temporary directory that any user can use (mode 1777).
 func openDir(t *testing.T) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "gpu-hold-test-open-")
@@ -78,7 +86,7 @@ func openDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o777); err != nil {
+	if err := os.Chmod(d, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -86,23 +94,22 @@ func openDir(t *testing.T) string {
 
 // start starts a hold under rg. scratch (may be "") is given to payload
 // scripts as $GH_T.
-func (rg rig) start(t *testing.T, qdir, mark, scratch string, args ...string) *hold {
+func (rg rig) start(t *testing.T, qdir, mark, scratch string, args ...string) *started {
 	t.Helper()
 	h := newHold(t, qdir, mark, append(append([]string{}, rg.Track...), args...)...)
 	if scratch != "" {
 		h.Env = append(h.Env, "GH_T="+scratch)
 	}
-	if rg.Bin == "" && rg.Cred == nil {
-		return h.Start()
-	}
-	// As the harness's Start, with another binary or user.
+	// As the harness's Start, but with another binary or user when rg says
+	// so, and output to files.
 	b := rg.Bin
 	if b == "" {
 		b = bin
 	}
+	s := &started{hold: h, stdout: tempFile(t, "stdout"), stderr: tempFile(t, "stderr")}
 	h.Cmd = exec.Command(b, append([]string{"--dir", h.Dir, "--log-format", "json"}, h.Args...)...)
 	h.Cmd.Env = append(append(os.Environ(), markEnv+"="+h.Mark), h.Env...)
-	h.Cmd.Stdout, h.Cmd.Stderr = &h.out, &h.err
+	h.Cmd.Stdout, h.Cmd.Stderr = s.stdout, s.stderr
 	h.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: rg.Cred}
 	h.t0 = time.Now()
 	if err := h.Cmd.Start(); err != nil {
@@ -114,8 +121,61 @@ func (rg rig) start(t *testing.T, qdir, mark, scratch string, args ...string) *h
 			h.Cmd.Wait()
 		}
 	})
-	return h
+	return s
 }
+
+// started is a hold started by rig.start. Its stdout and stderr are files,
+// not pipes: os/exec's Wait then returns the instant the hold exits, however
+// long a process the hold failed to end keeps them open, so what is alive
+// "when the hold returned" is checked at its real return.
+type started struct {
+	*hold
+	stdout, stderr *os.File
+}
+
+// Wait waits for the hold to exit, failing the test after limit.
+func (s *started) Wait(limit time.Duration) result {
+	t := s.t
+	t.Helper()
+	done := make(chan struct{})
+	go func() { s.Cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		s.Cmd.Process.Kill()
+		<-done
+		t.Fatalf("gpu-hold %v did not return within %v\nstderr:\n%s", s.Args, limit, s.Stderr())
+	}
+	r := result{Code: s.Cmd.ProcessState.ExitCode(), Elapsed: time.Since(s.t0), Stderr: s.Stderr()}
+	if b, err := os.ReadFile(s.stdout.Name()); err == nil {
+		r.Stdout = string(b)
+	}
+	if ws, ok := s.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.Code = 128 + int(ws.Signal())
+	}
+	return r
+}
+
+// Stderr returns what the hold wrote to stderr so far.
+func (s *started) Stderr() string {
+	b, _ := os.ReadFile(s.stderr.Name())
+	return string(b)
+}
+
+// tempFile creates a file for a hold's output, closed after the test.
+func tempFile(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// waitDelay bounds how long Wait waits for output pipes after the process
+// exited: a process the hold failed to end keeps them open.
+const waitDelay = 2 * time.Second
 
 // prelude is put before every payload script: put NAME VALUE writes a file
 // atomically, await NAME waits for one; both are exported to child bashes.
@@ -258,6 +318,9 @@ func requireReleased(t *testing.T, rg rig, qdir string) {
 	if r.Code != 0 || r.Elapsed > 2500*time.Millisecond {
 		t.Errorf("token not released: a second hold on the same dir exited %d after %v\nstderr:\n%s", r.Code, r.Elapsed.Round(time.Millisecond), r.Stderr)
 	}
+	if strings.Contains(strings.ToLower(r.Stderr), "dead holder") {
+		t.Errorf("token not released: the second hold took it over from a dead holder\nstderr:\n%s", r.Stderr)
+	}
 }
 
 // signalMarked sends sig to pid through a pidfd, after checking through
@@ -300,4 +363,20 @@ func unprivileged(t *testing.T) rig {
 		t.Fatal(err)
 	}
 	return rig{Name: "auto-unprivileged", Track: []string{"--track=auto"}, Bin: p, Cred: nobody}
+}
+
+// waitComm waits for pid to run a program named comm (its exec done).
+func waitComm(t *testing.T, pid int, comm string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := proc.ReadStat(pid)
+		if err == nil && st.Comm == comm {
+			return
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("pid %d did not come to run %s within %v (%+v, %v)", pid, comm, limit, st, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -36,6 +36,7 @@ func routeE12(t *testing.T, rg rig) {
 			payload := script(t, d, "root.sh", "put root $$\nexec sleep 300\n")
 			h := rg.start(t, q, mark, d, holdArgs(payload, "-g", "1s")...)
 			root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
+			waitComm(t, root, "sleep", 5*time.Second) // its exec is done
 			if st := stat(t, root); st.PPID != h.Cmd.Process.Pid {
 				t.Fatalf("test shape: %d is not the payload's own process (parent %d, hold %d)", root, st.PPID, h.Cmd.Process.Pid)
 			}

@@ -156,6 +156,29 @@ func (t *bpfTracker) Live() ([]proc.Stat, error) {
 	return live, errors.Join(errs...)
 }
 
+// LiveIn is Live over the caller's walk: no stat is read per member.
+func (t *bpfTracker) LiveIn(s *Snapshot) []proc.Stat {
+	ms, err := t.l.Members()
+	if err != nil {
+		live, _ := t.Live()
+		return live
+	}
+	live := make([]proc.Stat, 0, len(ms))
+	now := time.Now()
+	for _, m := range ms {
+		if m.PID == t.self {
+			continue
+		}
+		st, ok := s.Get(proc.Ident{PID: m.PID, Start: m.StartTicks()})
+		if !ok {
+			continue
+		}
+		live = append(live, st)
+		t.regroup(now, st.Ident, st.PPID, st.PGID, st.SID)
+	}
+	return live
+}
+
 // Changed is signalled on every fork and exit the kernel reports.
 func (t *bpfTracker) Changed() <-chan struct{} { return t.changed }
 

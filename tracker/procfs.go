@@ -98,61 +98,55 @@ func (t *procTracker) loop() {
 // Live walks /proc once: the descendants of the hold, plus every member
 // seen before that is still alive, minus zombies. Adopted zombies are reaped.
 func (t *procTracker) Live() ([]proc.Stat, error) {
-	live, reap, err := t.walk()
+	s, err := TakeSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return t.LiveIn(s), nil
+}
+
+// LiveIn is Live over the caller's walk.
+func (t *procTracker) LiveIn(s *Snapshot) []proc.Stat {
+	live, reap := t.members(s)
 	for _, pid := range reap {
 		t.reap(pid)
 	}
-	return live, err
+	return live
 }
 
-// walk is one pass over /proc; it returns the live members and the adopted
-// zombies to reap.
-func (t *procTracker) walk() (live []proc.Stat, reap []int, err error) {
-	children := make(map[int][]proc.Stat, 256)
-	if err := proc.Walk(func(st proc.Stat) {
-		children[st.PPID] = append(children[st.PPID], st)
-	}); err != nil {
-		return nil, nil, err
-	}
+// members finds the live members in s and the adopted zombies to reap.
+func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []int) {
 	now := time.Now()
-
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Breadth-first from the hold itself: everything below it is the
-	// payload's (the hold starts nothing else, and orphans come to it).
+	// Everything below the hold is the payload's: the hold starts nothing
+	// else, and orphans come to it.
 	found := make(map[proc.Ident]bool, len(t.byPID)+16)
-	queue := []int{t.self}
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		for _, st := range children[pid] {
-			queue = append(queue, st.PID)
-			if st.Dead() {
-				if st.PPID == t.self && st.PID != t.root.PID {
-					reap = append(reap, st.PID)
-				}
-				continue
+	s.descend([]int{t.self}, func(st proc.Stat) bool {
+		if st.Dead() {
+			if st.PPID == t.self && st.PID != t.root.PID {
+				reap = append(reap, st.PID)
 			}
-			found[st.Ident] = true
-			live = append(live, st)
-			t.observe(st, now)
+			return true
 		}
-	}
+		found[st.Ident] = true
+		live = append(live, st)
+		t.observe(st, now)
+		return true
+	})
 	// Members seen before but no longer below the hold (they cannot get out
 	// from under a subreaper, but the union is what the design promises).
 	for _, id := range t.byPID {
-		m := t.seen[id]
 		if found[id] {
 			continue
 		}
-		st, err := proc.ReadStat(id.PID)
-		if err == nil && st.Start == id.Start && !st.Dead() {
+		if st, ok := s.Get(id); ok {
 			live = append(live, st)
 			continue
 		}
-		t.exited(id, m, now, nil)
+		t.exited(id, t.seen[id], now, nil)
 	}
-	return live, reap, nil
+	return live, reap
 }
 
 // observe notes a live member: a new one is a fork (and its program an

@@ -74,51 +74,48 @@ func (t *staticTracker) Counters() Counters       { return Counters{Members: uin
 // Live walks /proc: known members that are still the same process, and
 // every live descendant of one.
 func (t *staticTracker) Live() ([]proc.Stat, error) {
-	children := make(map[int][]proc.Stat)
-	byPID := make(map[int]proc.Stat)
-	if err := proc.Walk(func(st proc.Stat) {
-		children[st.PPID] = append(children[st.PPID], st)
-		byPID[st.PID] = st
-	}); err != nil {
+	s, err := TakeSnapshot()
+	if err != nil {
 		return nil, err
 	}
+	return t.LiveIn(s), nil
+}
+
+// LiveIn is Live over the caller's walk.
+func (t *staticTracker) LiveIn(s *Snapshot) []proc.Stat {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var live []proc.Stat
-	var queue []int
+	var roots []int
 	for id := range t.members {
-		if st, ok := byPID[id.PID]; ok && st.Start == id.Start {
-			queue = append(queue, st.PID)
+		if st, ok := s.ByPID[id.PID]; ok && st.Start == id.Start {
+			roots = append(roots, st.PID)
 			if !st.Dead() {
 				live = append(live, st)
 			}
 		}
 	}
 	if t.marker != nil {
-		for pid, st := range byPID {
+		for pid, st := range s.ByPID {
 			if t.members[st.Ident] || st.Dead() || !t.marked(pid) {
 				continue
 			}
 			t.members[st.Ident] = true
-			queue = append(queue, pid)
+			roots = append(roots, pid)
 			live = append(live, st)
 		}
 	}
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		for _, st := range children[pid] {
-			if t.members[st.Ident] {
-				continue
-			}
-			t.members[st.Ident] = true
-			queue = append(queue, st.PID)
-			if !st.Dead() {
-				live = append(live, st)
-			}
+	s.descend(roots, func(st proc.Stat) bool {
+		if t.members[st.Ident] {
+			return false // already counted, and its subtree with it
 		}
-	}
-	return live, nil
+		t.members[st.Ident] = true
+		if !st.Dead() {
+			live = append(live, st)
+		}
+		return true
+	})
+	return live
 }
 
 // marked reports whether pid carries the hold's environment entry and

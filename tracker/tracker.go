@@ -32,6 +32,9 @@ type Tracker interface {
 	// dead), each by identity with its current stat. It never returns the
 	// hold itself.
 	Live() ([]proc.Stat, error)
+	// LiveIn is Live as seen by walk s, taken by the caller (a teardown
+	// pass takes one walk and looks up the lineage, group and cgroup in it).
+	LiveIn(s *Snapshot) []proc.Stat
 	// Changed receives a value (coalesced) when the tracker saw the lineage
 	// change: a birth or an exit. A backend that cannot see births as they
 	// happen (procfs) returns nil, and the caller rescans on its own.
