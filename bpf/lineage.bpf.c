@@ -161,7 +161,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 zero = 0, ptgid = parent->tgid, ctgid = child->tgid;
 	struct hold_config *cfg;
 	struct hold_state *st;
-	struct member m = {};
+	struct member m = {}, *pm;
 	struct event *e;
 	__u32 flags = 0;
 	long err;
@@ -176,7 +176,15 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 
 	/* Any thread of a member forks a member. The launcher (the hold) is no
 	 * member: its children are admitted while it is set (the payload). */
-	if (bpf_map_lookup_elem(&lineage, &ptgid)) {
+	pm = bpf_map_lookup_elem(&lineage, &ptgid);
+	if (pm && pm->start_ns != BPF_CORE_READ(parent, group_leader, start_boottime)) {
+		/* An entry for another process that had this pid (its exit went
+		 * unseen): identity is (pid, start time), so this parent is no
+		 * member. Drop the stale entry; never kill on it. */
+		bpf_map_delete_elem(&lineage, &ptgid);
+		pm = NULL;
+	}
+	if (pm) {
 		if (cfg->sealed)
 			flags |= MEMBER_KILLED_AT_BIRTH;
 	} else if (cfg->launcher != 0 && cfg->launcher == ptgid &&
