@@ -14,11 +14,11 @@ build:
 # load it fails the eBPF tests instead of skipping them.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -parallel 8 -timeout 15m ./...
 
 # Benchmarks (issue #7): prints a markdown table, writes bench/results.json.
 bench: build
-	$(GO) run ./bench -bin $(BIN) -out bench/results.json
+	$(GO) run ./bench -bin $(BIN) -out bench/results.json $(BENCH_FLAGS)
 
 # Regenerate the eBPF objects (bpf/lineage_bpfel.{go,o}) from bpf/lineage.bpf.c.
 generate:

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -155,6 +157,14 @@ func (r *Reader) Read() (Event, error) {
 	}
 	return decode(r.rec.RawSample)
 }
+
+// SetDeadline makes Read return what is in the buffer, then an error for
+// which IsDeadline is true, once t has passed. The programs wake the reader
+// only when the buffer is half full, so a reader drains it on a deadline.
+func (r *Reader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+
+// IsDeadline reports whether err says Read's deadline passed.
+func IsDeadline(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
 // Flush makes Read return what is in the buffer now, then ErrFlushed.
 func (r *Reader) Flush() error { return r.rd.Flush() }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -101,6 +102,9 @@ func (h *hold) Start() *hold {
 	h.Cmd.Stdout, h.Cmd.Stderr = &h.out, &h.err
 	// Its own process group, so a test can signal the hold alone.
 	h.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process left holding the output pipes must not keep Wait from
+	// returning once the hold itself exited.
+	h.Cmd.WaitDelay = time.Second
 	h.t0 = time.Now()
 	if err := h.Cmd.Start(); err != nil {
 		h.t.Fatalf("starting gpu-hold: %v", err)
@@ -251,22 +255,20 @@ func backends(t *testing.T) []string {
 }
 
 var bpfProbe struct {
-	done bool
+	once sync.Once
 	err  error
 }
 
 // bpfUsable runs one real hold with --track=bpf; its stderr is the reason when it fails.
 func bpfUsable() error {
-	if bpfProbe.done {
-		return bpfProbe.err
-	}
-	bpfProbe.done = true
-	dir, _ := os.MkdirTemp("", "gpu-hold-probe-")
-	defer os.RemoveAll(dir)
-	out, err := exec.Command(bin, "--dir", dir, "--log-format", "json", "--track=bpf", "--", "true").CombinedOutput()
-	if err != nil {
-		bpfProbe.err = errors.New(strings.TrimSpace(string(out)))
-	}
+	bpfProbe.once.Do(func() {
+		dir, _ := os.MkdirTemp("", "gpu-hold-probe-")
+		defer os.RemoveAll(dir)
+		out, err := exec.Command(bin, "--dir", dir, "--log-format", "json", "--track=bpf", "--", "true").CombinedOutput()
+		if err != nil {
+			bpfProbe.err = errors.New(strings.TrimSpace(string(out)))
+		}
+	})
 	return bpfProbe.err
 }
 

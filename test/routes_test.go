@@ -60,7 +60,7 @@ func forBackends(t *testing.T, parallel bool, route func(*testing.T, rig)) {
 	}
 }
 
-// scratch returns a directory for a route's scripts and marker files, and
+// dirs returns a directory for a route's scripts and marker files, and
 // one for its queue. Under an unprivileged rig both are open to everyone.
 func (rg rig) dirs(t *testing.T) (scratch, qdir string) {
 	t.Helper()

@@ -213,13 +213,22 @@ func (t *bpfTracker) Close() error {
 
 // read turns ring buffer events into lineage events until the reader is
 // flushed or closed.
+// readInterval bounds how long an event waits in the ring buffer before
+// the reader drains it (the programs wake the reader only when it fills).
+const readInterval = 20 * time.Millisecond
+
 func (t *bpfTracker) read() {
 	defer close(t.done)
+	t.rd.SetDeadline(time.Now().Add(readInterval))
 	for {
 		e, err := t.rd.Read()
 		if err != nil {
 			if bpf.IsClosed(err) {
 				return
+			}
+			if bpf.IsDeadline(err) {
+				t.rd.SetDeadline(time.Now().Add(readInterval))
+				continue
 			}
 			t.mu.Lock()
 			t.bad++ // an undecodable record: reported as a lost event

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,9 +21,14 @@ import (
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
-// procWalkInterval is how often the procfs backend walks /proc while the
-// payload runs, to record processes for the record. Teardown walks on its own.
-const procWalkInterval = 250 * time.Millisecond
+// While the payload runs, the procfs backend walks /proc every
+// procWalkInterval to record processes (teardown walks on its own), but at
+// most procWalkShare of the time: a host with many processes is walked less
+// often rather than costing the hold a core.
+const (
+	procWalkInterval = 250 * time.Millisecond
+	procWalkShare    = 20 // interval >= 20 x the last walk's duration (5% of a core)
+)
 
 type procTracker struct {
 	opts Options
@@ -82,16 +89,21 @@ func (t *procTracker) Started(root proc.Ident) error {
 // (SIGCHLD: an adopted orphan may need reaping).
 func (t *procTracker) loop() {
 	defer close(t.done)
-	tick := time.NewTicker(procWalkInterval)
-	defer tick.Stop()
+	timer := time.NewTimer(procWalkInterval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-t.stop:
 			return
-		case <-tick.C:
+		case <-timer.C:
 		case <-t.sigc:
+			// A child changed state: reap adopted orphans now, without a walk.
+			t.reapAdopted()
+			continue
 		}
+		start := time.Now()
 		t.Live()
+		timer.Reset(max(procWalkInterval, procWalkShare*time.Since(start)))
 	}
 }
 
@@ -201,6 +213,30 @@ func (t *procTracker) exited(id proc.Ident, m *procMember, now time.Time, status
 	t.emit(ev)
 }
 
+// reapAdopted reaps the zombies among the hold's own children (the
+// orphans it adopted), reading only its children lists.
+func (t *procTracker) reapAdopted() {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || pid == t.root.PID {
+				continue
+			}
+			if st, err := proc.ReadStat(pid); err == nil && st.Dead() {
+				t.reap(pid)
+			}
+		}
+	}
+}
+
 // reap collects an adopted orphan's zombie (never the payload's: os/exec
 // owns that) and records its exit status, which procfs learns only here.
 func (t *procTracker) reap(pid int) {
@@ -220,9 +256,17 @@ func (t *procTracker) reap(pid int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := proc.Ident{PID: pid, Start: st.Start}
-	if m, ok := t.seen[id]; ok {
-		t.exited(id, m, time.Now(), &ws)
+	now := time.Now()
+	m, ok := t.seen[id]
+	if !ok {
+		// Born and orphaned between two walks: the reaping is all procfs
+		// ever sees of it (its real parent is unknown).
+		m = &procMember{stat: st}
+		t.seen[id] = m
+		t.count.Members++
+		t.emit(Event{Kind: Fork, Time: now, Ident: id, PGID: st.PGID, SID: st.SID})
 	}
+	t.exited(id, m, now, &ws)
 }
 
 func (t *procTracker) emit(ev Event) {
