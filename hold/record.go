@@ -46,12 +46,18 @@ func (r *recorder) open(h *holdRun, granted time.Time) {
 		o.Log.Warn().Err(err).Str("record", path).Msg("cannot write the hold's record; holding without one (check --dir permissions or give --dump)")
 		return
 	}
-	if o.Dump == "" {
-		if err := tracker.PruneRecords(filepath.Dir(path), o.KeepRecords, o.RecordAge); err != nil {
-			o.Log.Debug().Err(err).Msg("pruning old records")
-		}
-	}
 	r.p.Store(w)
+}
+
+// prune applies the retention to the resource's records directory (after
+// the release: no one waits for it).
+func (r *recorder) prune(o *Options, path string) {
+	if o.Dump != "" || path == "" {
+		return
+	}
+	if err := tracker.PruneRecords(filepath.Dir(path), o.KeepRecords, o.RecordAge); err != nil {
+		o.Log.Warn().Err(err).Msg("cannot prune old records")
+	}
 }
 
 func (r *recorder) update(fn func(*tracker.HoldInfo)) {

@@ -122,6 +122,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	h.writeMetrics(granted, time.Now())
 	h.removeCgroup()
+	h.rec.prune(&h.o, h.res.Record)
 	return h.res, err
 }
 

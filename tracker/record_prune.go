@@ -19,11 +19,12 @@ import (
 )
 
 // PruneRecords removes finished records (*.jsonl whose last line is an end
-// line) from dir: all but the keep newest (keep <= 0: no count limit), and
-// any older than maxAge (maxAge <= 0: no age limit). A record that is
+// line) from dir: those beyond the keep newest (keep <= 0: no count limit),
+// and any older than maxAge (maxAge <= 0: no age limit). A record that is
 // locked (its writer lives) or unfinished (its holder died and no reaper
-// closed it yet) is never removed: it is what a reaper needs. A missing
-// dir is not an error.
+// closed it yet) is never removed: it is what a reaper needs. Only the
+// records that would go are opened, so a hold pays little for a full
+// directory. A missing dir is not an error.
 func PruneRecords(dir string, keep int, maxAge time.Duration) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -36,28 +37,29 @@ func PruneRecords(dir string, keep int, maxAge time.Duration) error {
 		path string
 		mod  time.Time
 	}
-	var done []rec
+	var all []rec
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
 		info, err := e.Info()
 		if err != nil {
 			continue // removed meanwhile
 		}
-		if finished, err := recordFinished(path); err == nil && finished {
-			done = append(done, rec{path, info.ModTime()})
-		}
+		all = append(all, rec{filepath.Join(dir, e.Name()), info.ModTime()})
 	}
-	slices.SortFunc(done, func(a, b rec) int { return b.mod.Compare(a.mod) }) // newest first
+	slices.SortFunc(all, func(a, b rec) int { return b.mod.Compare(a.mod) }) // newest first
 	now := time.Now()
 	var errs []error
-	for i, r := range done {
-		if (keep > 0 && i >= keep) || (maxAge > 0 && now.Sub(r.mod) > maxAge) {
-			if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
+	for i, r := range all {
+		if (keep <= 0 || i < keep) && (maxAge <= 0 || now.Sub(r.mod) <= maxAge) {
+			continue
+		}
+		if finished, err := recordFinished(r.path); err != nil || !finished {
+			continue
+		}
+		if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
