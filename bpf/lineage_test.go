@@ -4,17 +4,16 @@
 package bpf
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -113,7 +112,7 @@ func TestOverflowCounted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { killMarked(mark); cmd.Wait() }()
+	defer func() { marks.Kill(mark); cmd.Wait() }()
 	if err := l.SetLauncher(0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -156,24 +155,5 @@ func TestOverflowCounted(t *testing.T) {
 		if (m.PID != r.PID || m.Flags != MemberRoot) && m.Parent != r.PID {
 			t.Fatalf("member %+v is neither the payload (%d) nor its child", m, r.PID)
 		}
-	}
-}
-
-// killMarked SIGKILLs, through verified pidfds, every process whose
-// environment carries mark, until none is left.
-func killMarked(mark string) {
-	for i := 0; i < 50; i++ {
-		n := 0
-		proc.Walk(func(st proc.Stat) {
-			env, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/environ")
-			if !st.Dead() && bytes.Contains(env, []byte("GPU_HOLD_TEST_MARK="+mark+"\x00")) {
-				proc.Signal(st.Ident, syscall.SIGKILL)
-				n++
-			}
-		})
-		if n == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -7,26 +7,25 @@ package test
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // markEnv is the environment variable that carries a test's marker. Every
 // payload inherits it, and so does every process the payload creates.
-const markEnv = "GPU_HOLD_TEST_MARK"
+const markEnv = marks.Env
 
 // requireBPFEnv, set by .ci/run, turns a missing BPF capability into a test
 // failure instead of a skip.
@@ -56,9 +55,7 @@ func TestMain(m *testing.M) {
 // kills whatever still carries it (and only that).
 func newMark(t *testing.T) string {
 	t.Helper()
-	var b [8]byte
-	rand.Read(b[:])
-	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
+	mark := marks.New()
 	t.Cleanup(func() { killMarked(mark) })
 	return mark
 }
@@ -156,60 +153,25 @@ func (h *hold) Signal(sig syscall.Signal) {
 func (h *hold) Stderr() string { return h.err.String() }
 
 // marked returns the live (non-zombie) processes that carry mark in their
-// environment.
+// environment, in pid order.
 func marked(mark string) []int {
 	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	needle := []byte(markEnv + "=" + mark + "\x00")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if carries(pid, needle) && !zombie(pid) {
-			pids = append(pids, pid)
-		}
+	for pid := range marks.Live(mark) {
+		pids = append(pids, pid)
 	}
+	slices.Sort(pids)
 	return pids
 }
 
-func carries(pid int, needle []byte) bool {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	return err == nil && bytes.Contains(append(env, 0), needle)
-}
-
+// zombie reports whether pid is gone or a zombie.
 func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+	st, err := proc.ReadStat(pid)
+	return err != nil || st.Dead()
 }
 
-// killMarked kills every process still carrying mark. It opens a pidfd first
-// and checks the marker again through it, so a recycled pid is never hit.
-func killMarked(mark string) {
-	needle := []byte(markEnv + "=" + mark + "\x00")
-	for pass := 0; pass < 50; pass++ {
-		pids := marked(mark)
-		if len(pids) == 0 {
-			return
-		}
-		for _, pid := range pids {
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue
-			}
-			if carries(pid, needle) {
-				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			}
-			unix.Close(fd)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// killMarked kills every process still carrying mark (through pidfds opened
+// after the start time was checked: a recycled pid is never hit).
+func killMarked(mark string) { marks.Kill(mark) }
 
 // waitUnmarked waits up to limit for no process to carry mark; it returns
 // the survivors.

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -332,7 +333,7 @@ func signalMarked(t *testing.T, pid int, mark string, sig syscall.Signal) {
 		t.Fatalf("pidfd_open(%d): %v", pid, err)
 	}
 	defer unix.Close(fd)
-	if !carries(pid, []byte(markEnv+"="+mark+"\x00")) || zombie(pid) {
+	if !marks.Carries(pid, mark) || zombie(pid) {
 		t.Fatalf("pid %d no longer carries the test's marker", pid)
 	}
 	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {

@@ -7,7 +7,6 @@ package tracker
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -26,11 +25,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
+	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 const (
-	btMarkEnv       = "GPU_HOLD_TEST_MARK"
 	btRequireBPFEnv = "GPU_HOLD_REQUIRE_BPF"
 	// btThreadForkEnv makes the test binary a helper that forks from a
 	// thread other than its main one (see init below).
@@ -74,47 +73,9 @@ func btNeedBPF(t *testing.T) {
 
 func btNewMark(t *testing.T) string {
 	t.Helper()
-	var b [8]byte
-	rand.Read(b[:])
-	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { btKillMarked(mark) })
-	return mark
-}
-
-// btMarked reports whether pid's environment carries mark.
-func btMarked(pid int, mark string) bool {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
-	}
-	return bytes.Contains(append([]byte{0}, env...), []byte("\x00"+btMarkEnv+"="+mark+"\x00"))
-}
-
-// btMarkedLive returns the live (non-zombie) processes that carry mark.
-func btMarkedLive(mark string) map[int]proc.Stat {
-	out := make(map[int]proc.Stat)
-	proc.Walk(func(st proc.Stat) {
-		if !st.Dead() && btMarked(st.PID, mark) {
-			out[st.PID] = st
-		}
-	})
-	return out
-}
-
-// btKillMarked SIGKILLs every process that still carries mark, until none is left.
-func btKillMarked(mark string) {
-	for i := 0; i < 50; i++ {
-		live := btMarkedLive(mark)
-		if len(live) == 0 {
-			return
-		}
-		for _, st := range live {
-			if btMarked(st.PID, mark) {
-				proc.Signal(st.Ident, syscall.SIGKILL)
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	m := marks.New()
+	t.Cleanup(func() { marks.Kill(m) })
+	return m
 }
 
 // btSink collects events.
@@ -164,7 +125,7 @@ func btTracker(t *testing.T) (Tracker, *btSink) {
 func btLaunch(t *testing.T, tr Tracker, mark string, env []string, name string, args ...string) (*exec.Cmd, proc.Ident) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(append(os.Environ(), btMarkEnv+"="+mark), env...)
+	cmd.Env = append(append(os.Environ(), marks.Env+"="+mark), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := tr.Prepare(cmd); err != nil {
 		t.Fatalf("Prepare: %v", err)
@@ -236,7 +197,7 @@ func btSameAsMarked(t *testing.T, tr Tracker, mark string, n int, comm string) m
 		}
 	}()
 	btWaitFor(t, 10*time.Second, fmt.Sprintf("%d marked %q processes", n, comm), func() bool {
-		marked = btMarkedLive(mark)
+		marked = marks.Live(mark)
 		if len(marked) != n {
 			return false
 		}
@@ -296,7 +257,7 @@ func TestBPFThreadThatForks(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), btMarkEnv+"="+mark, btThreadForkEnv+"=1")
+	cmd.Env = append(os.Environ(), marks.Env+"="+mark, btThreadForkEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -346,7 +307,7 @@ func TestBPFEventsAndExitCodes(t *testing.T) {
 		b, _ := os.ReadFile(pidfile)
 		victim, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		sleeps := 0
-		for _, st := range btMarkedLive(mark) {
+		for _, st := range marks.Live(mark) {
 			if st.Comm == "sleep" {
 				sleeps++
 			}
@@ -355,7 +316,7 @@ func TestBPFEventsAndExitCodes(t *testing.T) {
 	})
 	btSameAsMarked(t, tr, mark, 3, "") // bash and its two sleeps
 	vst, err := proc.ReadStat(victim)
-	if err != nil || !btMarked(victim, mark) {
+	if err != nil || !marks.Carries(victim, mark) {
 		t.Fatalf("victim %d: %v", victim, err)
 	}
 	if err := proc.Signal(vst.Ident, syscall.SIGTERM); err != nil {
@@ -374,7 +335,7 @@ func TestBPFEventsAndExitCodes(t *testing.T) {
 		}
 		return false
 	})
-	btKillMarked(mark)
+	marks.Kill(mark)
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +455,7 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 	// so does the child it forked, with no signal from us.
 	btWaitFor(t, 10*time.Second, "three killed-at-birth events", func() bool { return sink.count(KilledAtBirth) >= 3 })
 	btWaitFor(t, 5*time.Second, "the storm loops and their last children dead by the seal alone", func() bool {
-		for _, st := range btMarkedLive(mark) {
+		for _, st := range marks.Live(mark) {
 			if st.Comm == "bash" {
 				return false
 			}
@@ -517,7 +478,7 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 			t.Fatalf("after %d kill passes, still live: %v", passes, btKeys(live))
 		}
 		for _, st := range live {
-			if btMarked(st.PID, mark) {
+			if marks.Carries(st.PID, mark) {
 				proc.Signal(st.Ident, syscall.SIGKILL)
 			}
 		}
@@ -525,7 +486,7 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cmd.Wait()
-	if left := btMarkedLive(mark); len(left) != 0 {
+	if left := marks.Live(mark); len(left) != 0 {
 		t.Fatalf("marked processes alive after the kill passes: %v", btKeys(left))
 	}
 	tr.Close()
@@ -585,7 +546,7 @@ func TestBPFPinnedOutlivesHolder(t *testing.T) {
 	}
 	os.WriteFile(trigger, nil, 0o600)
 	btWaitFor(t, 10*time.Second, "two marked sleeps", func() bool {
-		m := btMarkedLive(mark)
+		m := marks.Live(mark)
 		n := 0
 		for _, st := range m {
 			if st.Comm == "sleep" {
