@@ -4,6 +4,8 @@
 package tracker
 
 import (
+	"github.com/gpu-hold/gpu-hold/bpf"
+
 	"fmt"
 	"os"
 	"strings"
@@ -111,3 +113,9 @@ func CheckSubreaper() error {
 	}
 	return nil
 }
+
+// BPFFS is where the BPF filesystem is mounted for pins.
+const BPFFS = bpf.BPFFS
+
+// BPFFSMounted reports whether the BPF filesystem is mounted at BPFFS.
+func BPFFSMounted() bool { return bpf.BPFFSMounted() }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -121,9 +120,9 @@ func runDoctorChecks() doctorReport {
 	add("pidfd", tracker.CheckPidfd(), "pidfd_open works")
 	add("subreaper", tracker.CheckSubreaper(), "PR_SET_CHILD_SUBREAPER available")
 	var fsErr error
-	fsDetail := "mounted at " + bpf.BPFFS
-	if !bpf.BPFFSMounted() {
-		fsErr = fmt.Errorf("not mounted at %s; gpu-hold mounts it when it pins a lineage (as root)", bpf.BPFFS)
+	fsDetail := "mounted at " + tracker.BPFFS
+	if !tracker.BPFFSMounted() {
+		fsErr = fmt.Errorf("not mounted at %s; gpu-hold mounts it when it pins a lineage (as root)", tracker.BPFFS)
 	}
 	add("bpffs", fsErr, fsDetail)
 	return rep
