@@ -22,10 +22,12 @@ func (h *holdRun) openTracker() (tracker.Tracker, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--track=bpf: %v; run as root on a kernel with BTF, or use --track=proc", bpfReason(err))
 		}
+		h.sweepPins()
 		return tr, nil
 	}
 	tr, err := tracker.New(tracker.BackendBPF, opts)
 	if err == nil {
+		h.sweepPins()
 		return tr, nil
 	}
 	reason := bpfReason(err).Error()
@@ -41,4 +43,11 @@ func bpfReason(err error) error {
 		return perr
 	}
 	return err
+}
+
+// sweepPins removes long-empty pinned lineages of holds that are gone.
+func (h *holdRun) sweepPins() {
+	for _, id := range tracker.SweepPins() {
+		h.o.Log.Info().Str("hold", id).Msg("removed an empty pinned lineage left by a hold that died")
+	}
 }

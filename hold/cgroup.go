@@ -45,8 +45,8 @@ func CgroupMount() string {
 	return ""
 }
 
-// ownCgroup returns our cgroup v2 path relative to the mount.
-func ownCgroup() string {
+// OwnCgroup returns our cgroup v2 path relative to the mount.
+func OwnCgroup() string {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "/"
@@ -65,7 +65,9 @@ func newCgroup(holdID string) (*cgroup, error) {
 	if mnt == "" {
 		return nil, errors.New("no cgroup v2 mount")
 	}
-	path := filepath.Join(mnt, ownCgroup(), "gpu-hold-"+holdID)
+	parent := filepath.Join(mnt, OwnCgroup())
+	sweepCgroups(parent)
+	path := filepath.Join(parent, "gpu-hold-"+holdID)
 	if err := os.Mkdir(path, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create cgroup %s: %w", path, err)
 	}
@@ -79,6 +81,29 @@ func newCgroup(holdID string) (*cgroup, error) {
 		return nil, fmt.Errorf("cannot open cgroup %s: %w", path, err)
 	}
 	return &cgroup{Path: path, fd: fd}, nil
+}
+
+// staleCgroupAge is how long an empty gpu-hold cgroup must have been left
+// before another hold removes it.
+const staleCgroupAge = 10 * time.Minute
+
+// sweepCgroups removes the empty gpu-hold-* cgroups beside ours that a hold
+// which died (or whose survivor has since gone) left behind long ago. A
+// populated one is never touched: a reaper still needs it.
+func sweepCgroups(parent string) {
+	dirs, err := filepath.Glob(filepath.Join(parent, "gpu-hold-*"))
+	if err != nil {
+		return
+	}
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < staleCgroupAge {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "cgroup.events")); err == nil && bytes.Contains(b, []byte("populated 0")) {
+			os.Remove(d) // rmdir: fails harmlessly if a process just joined
+		}
+	}
 }
 
 // openCgroup names an existing cgroup (a dead holder's) for teardown.

@@ -5,7 +5,9 @@ package tracker
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"time"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/proc"
@@ -55,3 +57,38 @@ var errPinnedLaunch = errors.New("a pinned lineage opened from a dead holder can
 
 func (p *pinnedTracker) Prepare(*exec.Cmd) error  { return errPinnedLaunch }
 func (p *pinnedTracker) Started(proc.Ident) error { return errPinnedLaunch }
+
+// stalePinAge is how long a pinned lineage must have existed, empty,
+// before a new hold removes it.
+const stalePinAge = 10 * time.Minute
+
+// SweepPins removes pinned lineages that no longer track anything: older
+// than stalePinAge and with no member left (their holder died and no
+// successor came for them, or it came and everything had already exited).
+// A pinned lineage with a live member is never touched: a reaper needs it.
+// It returns the hold ids it removed.
+func SweepPins() []string {
+	ids, err := bpf.PinnedHolds()
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, id := range ids {
+		fi, err := os.Stat(bpf.PinDir(id))
+		if err != nil || time.Since(fi.ModTime()) < stalePinAge {
+			continue
+		}
+		l, err := bpf.OpenPinned(id)
+		if err != nil {
+			os.Remove(bpf.PinDir(id)) // an empty or broken pin directory
+			continue
+		}
+		if ms, err := l.Members(); err == nil && len(ms) == 0 {
+			if l.Unpin() == nil {
+				removed = append(removed, id)
+			}
+		}
+		l.Close()
+	}
+	return removed
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -39,10 +40,26 @@ type doctorReport struct {
 	// TrackAuto is the backend --track=auto would use here.
 	TrackAuto string        `json:"track_auto"`
 	Checks    []doctorCheck `json:"checks"`
+	// Resources are the configured resources, their device nodes on this
+	// host, and who holds them now.
+	Resources []doctorResource `json:"resources"`
+}
+
+// doctorResource is one resource's device nodes and their holders.
+type doctorResource struct {
+	Name    string              `json:"name"`
+	Nodes   []string            `json:"nodes"`
+	Holders []hold.DeviceHolder `json:"holders"`
+	Error   string              `json:"error,omitempty"`
 }
 
 func newCmdDoctor(g *globalOpts) *cobra.Command {
-	opts := &doctorOptions{g: g, Checks: runDoctorChecks}
+	opts := &doctorOptions{g: g}
+	opts.Checks = func() doctorReport {
+		rep := runDoctorChecks()
+		rep.Resources = doctorResources(g)
+		return rep
+	}
 	cmd := &cobra.Command{
 		Use:   "doctor [--json]",
 		Short: "Show which tracker backends this host can use, and why not",
@@ -83,6 +100,24 @@ func doctorRun(opts *doctorOptions) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, ok, c.Detail)
 	}
 	fmt.Fprintf(tw, "--track=auto\t\tuses %s\n", rep.TrackAuto)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "RESOURCE\tNODES\tHOLDERS")
+	for _, r := range rep.Resources {
+		nodes, holders := strings.Join(r.Nodes, " "), "none"
+		if nodes == "" {
+			nodes = "(no device node on this host)"
+		}
+		if r.Error != "" {
+			holders = r.Error
+		} else if len(r.Holders) > 0 {
+			var hs []string
+			for _, h := range r.Holders {
+				hs = append(hs, h.String())
+			}
+			holders = strings.Join(hs, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, nodes, holders)
+	}
 	if err := tw.Flush(); err != nil {
 		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
 	}
@@ -143,14 +178,7 @@ func cgroupV2() (string, error) {
 	if mnt == "" {
 		return "", fmt.Errorf("no cgroup v2 mount: payloads run without a cgroup of their own")
 	}
-	own := "/"
-	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "0::"); ok {
-				own = rest
-			}
-		}
-	}
+	own := hold.OwnCgroup()
 	candidates := []string{filepath.Join(mnt, own, "cgroup.kill")}
 	if more, _ := filepath.Glob(filepath.Join(mnt, own, "*", "cgroup.kill")); len(more) > 0 {
 		candidates = append(candidates, more[0])
@@ -164,4 +192,36 @@ func cgroupV2() (string, error) {
 		return "", fmt.Errorf("%s has no child cgroup with cgroup.kill to check (needs Linux 5.14+)", mnt)
 	}
 	return "", fmt.Errorf("%s has no cgroup.kill (needs Linux 5.14+): teardown cannot end the cgroup atomically", mnt)
+}
+
+// doctorResources lists the resources configured for the queue directory
+// (the defaults when there is none), their nodes here and who holds them.
+func doctorResources(g *globalOpts) []doctorResource {
+	dir, _ := hold.ResolveDir(g.Dir)
+	res, err := hold.LoadResources(dir)
+	if err != nil {
+		return []doctorResource{{Name: "(config)", Error: err.Error()}}
+	}
+	names := make([]string, 0, len(res))
+	for name := range res {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []doctorResource
+	for _, name := range names {
+		r := doctorResource{Name: name}
+		patterns := hold.DevicePatterns(res[name], nil)
+		nodes, err := hold.ExpandDevices(patterns)
+		for _, n := range nodes {
+			r.Nodes = append(r.Nodes, n.Path)
+		}
+		if err == nil && len(nodes) > 0 {
+			r.Holders, err = hold.ScanDeviceHolders(patterns)
+		}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		out = append(out, r)
+	}
+	return out
 }
