@@ -224,6 +224,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 // hold runs the payload under the token and tears it down.
 func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Signal) (Result, error) {
 	o, log := &h.o, h.o.Log
+	var pinned tracker.Pinner
 	if p, ok := tr.(tracker.Pinner); ok {
 		// Pinned, the lineage stays tracked in the kernel if this process
 		// dies, and the next holder ends it from there.
@@ -231,7 +232,8 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 			log.Warn().Err(err).Msg("cannot pin the lineage: if this hold dies, its successor ends only what the record names")
 		} else {
 			log.Debug().Str("pin", dir).Msg("lineage pinned")
-			defer p.Unpin()
+			pinned = p
+			defer p.Unpin() // on every early return; a second Unpin does nothing
 		}
 	}
 
@@ -339,6 +341,16 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		survivors = append(survivors, st.Ident)
 		log.Error().Int("pid", st.PID).Uint64("start", st.Start).Str("comm", st.Comm).Str("state", string(st.State)).
 			Msg("survivor: still alive after KILL and the survivor wait; releasing the token with it on record")
+	}
+	// The lineage is over: unpin and close the tracker now, so the events
+	// it still holds reach the record before the record is closed.
+	if pinned != nil {
+		if err := pinned.Unpin(); err != nil {
+			log.Warn().Err(err).Msg("cannot remove the lineage's pins; the next hold removes them once they are empty")
+		}
+	}
+	if err := tr.Close(); err != nil {
+		log.Warn().Err(err).Msg("closing the tracker")
 	}
 	counters := tr.Counters()
 	h.lost = counters.LostEvents

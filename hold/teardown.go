@@ -125,7 +125,10 @@ func (td *teardown) run() Outcome {
 	pending := make(map[proc.Ident]bool) // signalled, not yet seen dead
 	killed := make(map[proc.Ident]bool)
 
-	live := td.targets()
+	var live map[proc.Ident]proc.Stat
+	if td.grace > 0 || td.cg == nil {
+		live = td.targets()
+	}
 	if td.grace > 0 {
 		// 1. TERM to everything alive now. Newborns during the grace are
 		// tracked and waited on, but not sent TERM. (With no grace, TERM
@@ -143,20 +146,17 @@ func (td *teardown) run() Outcome {
 	}
 
 	// 3. Seal, then KILL until the union is empty or the survivor bound.
-	if len(live) > 0 {
+	// With no grace and a cgroup, the cgroup is killed before anything is
+	// walked: the kernel ends its members at once, and the walks that follow
+	// only look for what is outside it.
+	if len(live) > 0 || live == nil {
 		if td.tr != nil {
 			if err := td.tr.Seal(); err != nil {
 				td.log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
 			}
 		}
 		killStart := time.Now()
-		if td.onKill != nil {
-			td.onKill(killStart)
-		}
-		for {
-			out.Passes++
-			// Everything alive at the start of a pass is KILLed, by
-			// cgroup.kill (atomic against forks racing it) or its pidfd.
+		markKilled := func(live map[proc.Ident]proc.Stat) {
 			for id := range live {
 				if !killed[id] {
 					killed[id] = true
@@ -165,12 +165,22 @@ func (td *teardown) run() Outcome {
 					td.note(id, tracker.FateKill)
 				}
 			}
+		}
+		if td.onKill != nil {
+			td.onKill(killStart)
+		}
+		for {
+			out.Passes++
+			// Everything known alive at the start of a pass is KILLed, by
+			// cgroup.kill (atomic against forks racing it) or its pidfd.
+			markKilled(live)
 			if td.cg != nil {
 				if err := td.cg.Kill(); err != nil {
 					td.log.Warn().Err(err).Str("cgroup", td.cg.Path).Msg("cgroup.kill failed")
 				}
 				td.cg.WaitEmpty(td.survivorWait - time.Since(killStart))
 				live = td.targets() // what is left is outside the cgroup
+				markKilled(live)
 			}
 			for id := range live {
 				td.send(w, id, syscall.SIGKILL)

@@ -119,6 +119,42 @@ func (p *recProc) execLines() []string {
 	return out
 }
 
+// recLine is an event line of a record file, as far as the tests read it.
+type recLine struct {
+	Type string   `json:"type"`
+	Kind string   `json:"kind"`
+	PID  int      `json:"pid"`
+	St   uint64   `json:"start"`
+	PPID int      `json:"ppid"`
+	Argv []string `json:"argv"`
+}
+
+func (l recLine) is(kind string, id recIdent) bool {
+	return l.Type == "event" && l.Kind == kind && l.PID == id.PID && l.St == id.Start
+}
+
+func (l recLine) argvHas(s string) bool { return strings.Contains(strings.Join(l.Argv, " "), s) }
+
+// waitRecord waits until a line of the record file at path (streamed while
+// the hold runs) satisfies ok.
+func waitRecord(t *testing.T, path, what string, ok func(recLine) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		for _, s := range strings.Split(string(b), "\n") {
+			var l recLine
+			if json.Unmarshal([]byte(s), &l) == nil && ok(l) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record does not show %s after 10s:\n%s", what, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // ghRun runs gpu-hold with args (no payload) and returns what it did.
 func ghRun(t *testing.T, args ...string) result {
 	t.Helper()
@@ -208,43 +244,57 @@ func liveIdent(t *testing.T, pid int) recIdent {
 	return recIdent{PID: pid, Start: stat(t, pid).Start}
 }
 
-// The known tree. Every long-lived process executes a program whose argv[0]
-// (exec -a) names it, so the record's exec chain can be checked. The exec
-// chain goes bash -> sh -> sleep: procfs sees an exec only when the command
-// name changes and only on its walks (every 250 ms), so each step differs
-// in name and lasts longer than a walk.
+// The known tree. The long-lived processes execute programs whose argv[0]
+// (exec -a) names them. The exec chain runs bash -> sh -> bash, each step a
+// script named for it: procfs sees an exec only when the command name
+// changes, and only on its walks. So that what procfs sees does not depend
+// on how often it walks (a loaded host stretches its interval), every step
+// that procfs must see waits until the record shows it (the test then
+// writes the file the step waits for), and the root exits only once every
+// short-lived process's exit is in the record.
 const recTreeScript = `put root $$
-bash -c ': recchainone; sleep 0.5; exec sh -c ": recchaintwo; sleep 0.5; exec sleep 0.5"' &
-put chain $!
+bash "$GH_T/recchainone.sh" &
 setsid bash -c 'put sess $$; exec -a recsess sleep 300' &
-( setsid bash -c 'put daemon $$; exec -a recdaemon sleep 300' & put mid $BASHPID; exec -a recmid sleep 0.7 ) &
+( setsid bash -c 'put daemon $$; exec -a recdaemon sleep 300' & put mid $BASHPID; slow xmid ) &
 bash -c 'trap "" TERM; put ignore $$; exec -a recignore sleep 300' &
-bash -c 'put three $$; sleep 0.7; exit 3' &
-( bash -c 'put four $$; sleep 0.7; exit 4' & )
-for f in sess daemon mid ignore three four; do await $f; done
-exec -a recroot sleep 300
+bash -c 'put three $$; slow x3; exit 3' &
+( bash -c 'put four $$; slow x4; exit 4' & )
+slow finish
+exit 0
+`
+
+// recSlow is await with a slower poll: fewer processes for the record.
+const recSlow = `slow() { until [ -e "$GH_T/$1" ]; do sleep 0.05; done; }
+export -f slow
 `
 
 // TestRecordKnownTree: a payload builds a known tree (an exec chain, a
 // setsid child, a double-forked daemon, a TERM-ignoring child, children that
-// exit 3 and 4) and runs into its max hold. The record must name every one.
+// exit 3 and 4, one of them an orphan) and exits, leaving three processes
+// to the teardown. The record must name every one.
 //
 // Catches: a backend that misses a member (setsid'd, reparented); a wrong
 // parent (the subreaper or init named instead of the forker); an exec chain
-// that keeps only the last program (bpf) or loses the ones whose name
-// changed (procfs); a lost or invented exit status (procfs may only know
-// the status of what the hold reaped itself: the exit-4 orphan); fates not
-// written or wrongly inferred (the TERM-ignoring child needed KILL, the
-// others died of TERM or had exited before the teardown); missing
-// left-session / reparented flags; `show` renderings that drop a process or
-// give one process no or two complete events in the timeline.
+// that keeps only the last program; a lost or invented exit status (procfs
+// knows only the status of what the hold reaped itself: the exit-4 orphan);
+// fates not written or wrongly inferred (the TERM-ignoring child needed
+// KILL, the others died of TERM or had exited before the teardown); missing
+// left-session / reparented flags; exit events lost at the end of the hold
+// (a member left "live" in a finished record); `show` renderings that drop
+// a process or give one process no or two complete events in the timeline.
 func TestRecordKnownTree(t *testing.T) { forBackends(t, true, routeRecordTree) }
 
 func routeRecordTree(t *testing.T, rg rig) {
 	mark := newMark(t)
 	d, q := rg.dirs(t)
-	payload := script(t, d, "root.sh", recTreeScript)
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "2500ms", "-g", "1s")...)
+	script(t, d, "recchainone.sh", recSlow+`put chain $$; slow c2; exec sh "$GH_T/recchaintwo.sh"`)
+	// dash: no prelude.
+	if err := os.WriteFile(filepath.Join(d, "recchaintwo.sh"), []byte(`until [ -e "$GH_T/c3" ]; do sleep 0.05; done; exec bash "$GH_T/recchainthree.sh"`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script(t, d, "recchainthree.sh", recSlow+`slow c4; exit 0`)
+	payload := script(t, d, "root.sh", recSlow+recTreeScript)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "30s", "-g", "1s")...)
 
 	// Identities, read while each surely runs.
 	ids := map[string]recIdent{}
@@ -256,14 +306,40 @@ func routeRecordTree(t *testing.T, rg rig) {
 	if st := stat(t, ids["sess"].PID); st.SID != ids["sess"].PID {
 		t.Fatalf("test shape: the setsid child is not in a session of its own: %+v", st)
 	}
-	if st := stat(t, ids["daemon"].PID); st.SID != ids["daemon"].PID || st.PPID == ids["root"].PID {
-		t.Fatalf("test shape: not a double-forked daemon: %+v", st)
+	if st := stat(t, ids["daemon"].PID); st.SID != ids["daemon"].PID || st.PPID != ids["mid"].PID {
+		t.Fatalf("test shape: the daemon is not a setsid'd child of the subshell: %+v", st)
 	}
 
+	// Drive the tree, each step once the record shows the one before.
+	rec := recordPathIn(t, q)
+	release := func(name string) {
+		if err := os.WriteFile(filepath.Join(d, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, step := range []string{"recchainone.sh", "recchaintwo.sh", "recchainthree.sh"} {
+		waitRecord(t, rec, "the exec of "+step, func(l recLine) bool { return l.is("exec", ids["chain"]) && l.argvHas(step) })
+		release([]string{"c2", "c3", "c4"}[i])
+	}
+	waitRecord(t, rec, "the daemon, forked by the subshell", func(l recLine) bool { return l.is("fork", ids["daemon"]) && l.PPID == ids["mid"].PID })
+	release("xmid")
+	for _, n := range []string{"sess", "ignore", "three", "four"} {
+		waitRecord(t, rec, n, func(l recLine) bool { return l.is("fork", ids[n]) || l.is("exec", ids[n]) })
+	}
+	release("x3")
+	release("x4")
+	for _, n := range []string{"chain", "mid", "three", "four"} {
+		waitRecord(t, rec, n+"'s exit", func(l recLine) bool { return l.is("exit", ids[n]) })
+	}
+	release("finish")
+
 	r := h.Wait(20 * time.Second)
-	requireEnd(t, r, 124, false)
+	requireEnd(t, r, 0, false)
 	requireNoneLeft(t, mark)
 	path := recordOf(t, r.Stderr)
+	if path != rec {
+		t.Errorf("\"hold ended\" names record %s; the records dir holds %s", path, rec)
+	}
 	doc := showJSON(t, path)
 
 	if doc.Version != 1 || !doc.Ended || doc.Truncated {
@@ -272,15 +348,14 @@ func routeRecordTree(t *testing.T, rg rig) {
 	if doc.Hold.Backend != rg.Name {
 		t.Errorf("record backend %q, want %q", doc.Hold.Backend, rg.Name)
 	}
-	if doc.Hold.ExitCode == nil || *doc.Hold.ExitCode != 124 || doc.Hold.Cause != "max-hold" {
-		t.Errorf("record exit %v cause %q, want 124 max-hold", doc.Hold.ExitCode, doc.Hold.Cause)
+	if doc.Hold.ExitCode == nil || *doc.Hold.ExitCode != 0 || doc.Hold.Cause != "exited" {
+		t.Errorf("record exit %v cause %q, want 0 exited", doc.Hold.ExitCode, doc.Hold.Cause)
 	}
 	if doc.Hold.Payload == nil || *doc.Hold.Payload != ids["root"] {
 		t.Errorf("record payload %v, want the root %v", doc.Hold.Payload, ids["root"])
 	}
 	for _, id := range doc.Live {
-		p := doc.proc(id)
-		t.Errorf("the finished hold's record has a member with no exit: %+v", p)
+		t.Errorf("the finished hold's record has a member with no exit seen: %+v", doc.proc(id))
 	}
 
 	procs := map[string]*recProc{}
@@ -292,7 +367,7 @@ func routeRecordTree(t *testing.T, rg rig) {
 		}
 		procs[n] = p
 	}
-	if t.Failed() {
+	if len(procs) < len(ids) {
 		t.FailNow()
 	}
 
@@ -306,9 +381,9 @@ func routeRecordTree(t *testing.T, rg rig) {
 			t.Errorf("%s's parent is %v, want the root %v", n, p.Parent, ids["root"])
 		}
 	}
-	// The daemon was forked by the subshell, which lives 0.7 s after: both
-	// backends see it. The exit-4 child's forker (a subshell that exits at
-	// once) is seen by bpf only; procfs must then say nothing.
+	// The daemon was forked by the subshell, which waits until the record
+	// shows that. The exit-4 child's forker (a subshell that exits at once)
+	// is seen by bpf only; procfs must then say nothing.
 	if p := procs["daemon"]; p.Parent == nil || *p.Parent != ids["mid"] {
 		t.Errorf("the daemon's parent is %v, want the subshell %v", p.Parent, ids["mid"])
 	}
@@ -322,18 +397,20 @@ func routeRecordTree(t *testing.T, rg rig) {
 	}
 
 	// Exec chains.
-	requireExecs(t, "root", procs["root"], "root.sh", "recroot 300")
-	requireExecs(t, "chain", procs["chain"], "recchainone", "recchaintwo", "sleep 0.5")
+	requireExecs(t, "chain", procs["chain"], "recchainone.sh", "recchaintwo.sh", "recchainthree.sh")
+	requireExecs(t, "root", procs["root"], "root.sh")
 	if rg.Name == "bpf" {
 		// bpf sees every exec, setsid's own included.
 		requireExecs(t, "sess", procs["sess"], "setsid bash", "put sess", "recsess 300")
 		requireExecs(t, "ignore", procs["ignore"], `trap "" TERM`, "recignore 300")
+		requireExecs(t, "daemon", procs["daemon"], "setsid bash", "put daemon", "recdaemon 300")
 	} else {
+		// procfs sees what a process runs when it walks: it may miss
+		// the first, short steps, never the program that stays.
 		requireExecs(t, "sess", procs["sess"], "recsess 300")
 		requireExecs(t, "ignore", procs["ignore"], "recignore 300")
+		requireExecs(t, "daemon", procs["daemon"], "recdaemon 300")
 	}
-	requireExecs(t, "daemon", procs["daemon"], "recdaemon 300")
-	requireExecs(t, "mid", procs["mid"], "recmid 0.7")
 	requireExecs(t, "three", procs["three"], "exit 3")
 	requireExecs(t, "four", procs["four"], "exit 4")
 
@@ -345,6 +422,7 @@ func routeRecordTree(t *testing.T, rg rig) {
 	if rg.Name == "bpf" {
 		requireStatus(t, "three", procs["three"], 3)
 		requireStatus(t, "chain", procs["chain"], 0)
+		requireStatus(t, "mid", procs["mid"], 0)
 		if p := procs["ignore"]; p.Signal == nil || *p.Signal != 9 {
 			t.Errorf("the TERM-ignoring child's exit is %q, want signal 9", p.ExitStatus)
 		}
@@ -366,7 +444,7 @@ func routeRecordTree(t *testing.T, rg rig) {
 
 	// Fates.
 	for n, want := range map[string]string{
-		"root": "term", "sess": "term", "daemon": "term", "ignore": "kill",
+		"root": "exited", "sess": "term", "daemon": "term", "ignore": "kill",
 		"chain": "exited", "mid": "exited", "three": "exited", "four": "exited",
 	} {
 		if got := procs[n].Fate; got != want {
@@ -438,8 +516,8 @@ func requireTree(t *testing.T, path string, doc *recDoc, ids map[string]recIdent
 		}
 		return -1, -1
 	}
-	words := map[string]string{"root": "recroot", "chain": "sleep 0.5", "sess": "recsess", "daemon": "recdaemon",
-		"mid": "recmid", "ignore": "recignore", "three": "exit 3", "four": "exit 4"}
+	words := map[string]string{"root": "root.sh", "chain": "recchainthree.sh", "sess": "recsess", "daemon": "recdaemon",
+		"mid": "", "ignore": "recignore", "three": "exit 3", "four": "exit 4"}
 	for n, w := range words {
 		i, _ := at(n)
 		if i < 0 {

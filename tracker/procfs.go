@@ -28,6 +28,7 @@ import (
 const (
 	procWalkInterval = 250 * time.Millisecond
 	procWalkShare    = 20 // interval >= 20 x the last walk's duration (5% of a core)
+	reapInterval     = 20 * time.Millisecond
 )
 
 type procTracker struct {
@@ -80,9 +81,15 @@ func (t *procTracker) Started(root proc.Ident) error {
 	t.done = make(chan struct{})
 	t.sigc = make(chan os.Signal, 1)
 	signal.Notify(t.sigc, syscall.SIGCHLD)
+	// The payload is recorded now from its own stat; the walks that find
+	// its descendants start with the loop.
+	if st, err := proc.ReadStat(root.PID); err == nil && st.Start == root.Start {
+		t.mu.Lock()
+		t.observe(st, time.Now())
+		t.mu.Unlock()
+	}
 	go t.loop()
-	_, err := t.Live()
-	return err
+	return nil
 }
 
 // loop walks /proc at an interval and whenever a child changes state
@@ -91,13 +98,26 @@ func (t *procTracker) loop() {
 	defer close(t.done)
 	timer := time.NewTimer(procWalkInterval)
 	defer timer.Stop()
+	// Reaping is coalesced: a storm of orphans dying (a 10,000-process tree
+	// killed at once) costs one scan of the children per reapInterval, not
+	// one per SIGCHLD.
+	reapTimer := time.NewTimer(0)
+	defer reapTimer.Stop()
+	reapArmed := true
 	for {
 		select {
 		case <-t.stop:
 			return
 		case <-timer.C:
 		case <-t.sigc:
-			// A child changed state: reap adopted orphans now, without a walk.
+			// A child changed state: reap adopted orphans soon, without a walk.
+			if !reapArmed {
+				reapTimer.Reset(reapInterval)
+				reapArmed = true
+			}
+			continue
+		case <-reapTimer.C:
+			reapArmed = false
 			t.reapAdopted()
 			continue
 		}
@@ -300,7 +320,22 @@ func (t *procTracker) Close() error {
 		<-t.done
 		signal.Stop(t.sigc)
 		t.stop = nil
-		t.Live()
+		t.reapAdopted()
+		t.settleExits()
 	}
 	return nil
+}
+
+// settleExits records the exit of every member known alive that is gone
+// now, reading only the members' own stat (no walk).
+func (t *procTracker) settleExits() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for _, id := range t.byPID {
+		if st, err := proc.ReadStat(id.PID); err == nil && st.Start == id.Start && !st.Dead() {
+			continue
+		}
+		t.exited(id, t.seen[id], now, nil)
+	}
 }
