@@ -85,10 +85,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 		}
 	}
 	tr, source := tracker.Resume(d.HoldID, ids, d.UID, sink)
-	defer tr.Close()
-	if p, ok := tr.(tracker.Pinner); ok {
-		defer p.Unpin()
-	}
+	defer tr.Close() // on every return; closing twice does nothing
 	info.Source = source
 	if w != nil {
 		w.Reap(info)
@@ -105,7 +102,15 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	if td.cg != nil {
 		td.cg.Remove(time.Second)
 	}
-	info.Ended, info.Candidates, info.Signalled = time.Now(), len(ids), out.Termed+out.Killed
+	// Unpin and close the lineage before the record: the exits still in a
+	// pinned lineage's ring buffer go to the dead holder's record.
+	if p, ok := tr.(tracker.Pinner); ok {
+		if err := p.Unpin(); err != nil {
+			log.Warn().Err(err).Msg("cannot remove the dead holder's pins")
+		}
+	}
+	tr.Close()
+	info.Ended, info.Candidates, info.Signalled = time.Now(), len(ids), out.Ended
 	for _, st := range out.Survivors {
 		info.Survivors = append(info.Survivors, st.Ident)
 	}
@@ -113,7 +118,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 		w.Reap(info)
 		w.Close()
 	}
-	rh.Ended, rh.Survivors = out.Termed+out.Killed, info.Survivors
+	rh.Ended, rh.Survivors = out.Ended, info.Survivors
 	log.Warn().Str("source", source).Int("ended", rh.Ended).Int("survivors", len(rh.Survivors)).Uint64("ticket", d.Seq).
 		Msg("dead holder's lineage ended")
 	return rh

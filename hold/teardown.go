@@ -50,6 +50,7 @@ type Outcome struct {
 	Start     time.Time   // teardown start
 	End       time.Time   // teardown end
 	Passes    int         // KILL passes it took
+	Ended     int         // distinct processes signalled (TERM, KILL or both)
 }
 
 // targets is the union to end, now: live lineage members, live members of
@@ -124,6 +125,7 @@ func (td *teardown) run() Outcome {
 	}
 	pending := make(map[proc.Ident]bool) // signalled, not yet seen dead
 	killed := make(map[proc.Ident]bool)
+	termed := make(map[proc.Ident]bool)
 
 	var live map[proc.Ident]proc.Stat
 	if td.grace > 0 || td.cg == nil {
@@ -137,6 +139,7 @@ func (td *teardown) run() Outcome {
 			if td.send(w, id, syscall.SIGTERM) {
 				out.Termed++
 				pending[id] = true
+				termed[id] = true
 			}
 		}
 		td.log.Info().Int("processes", out.Termed).Dur("grace", td.grace).Msg("TERM sent")
@@ -204,6 +207,10 @@ func (td *teardown) run() Outcome {
 		out.Survivors = append(out.Survivors, st)
 		td.note(st.Ident, tracker.FateSurvivor)
 	}
+	for id := range termed {
+		killed[id] = true // killed now holds every process signalled
+	}
+	out.Ended = len(killed)
 	sort.Slice(out.Survivors, func(i, j int) bool { return out.Survivors[i].PID < out.Survivors[j].PID })
 	out.End = time.Now()
 	return out
