@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,9 +43,9 @@ func reapRun(cmd *cobra.Command, opts *reapOptions) error {
 		return &exitError{code: hold.ExitUsage, err: err}
 	}
 	if n == 0 {
-		cmd.Printf("%s: no dead holder to reap\n", opts.g.Resource)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: no dead holder to reap\n", opts.g.Resource)
 	} else {
-		cmd.Printf("%s: reaped %d dead holder(s)\n", opts.g.Resource, n)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: reaped %d dead holder(s)\n", opts.g.Resource, n)
 	}
 	return nil
 }
