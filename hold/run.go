@@ -249,6 +249,17 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	}
 	baseline := h.deviceBaseline()
 
+	// A signal that came while the token was taken or a dead holder reaped
+	// ends the hold before anything is started.
+	select {
+	case s := <-sigc:
+		sig := s.(syscall.Signal)
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), CauseSignalled, sig
+		log.Warn().Str("signal", sig.String()).Msg("hold signalled before the payload started; not starting it")
+		return h.res, nil
+	default:
+	}
+
 	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
 	cmd, root, err := launch(o, tr, cg, env)
 	if err != nil && cg != nil && o.Cgroup == "auto" && cmd == nil && !isLaunchError(err) {

@@ -44,6 +44,21 @@ type Record struct {
 	byID map[proc.Ident]int
 }
 
+// lineage indexes the processes by parent: each member's children (as
+// indexes into Processes, in order), and the roots, those whose parent is
+// not in the record.
+func (r *Record) lineage() (children map[proc.Ident][]int, roots []int) {
+	children = make(map[proc.Ident][]int, len(r.Processes))
+	for i, p := range r.Processes {
+		if p.Parent != nil && r.Process(*p.Parent) != nil {
+			children[*p.Parent] = append(children[*p.Parent], i)
+		} else {
+			roots = append(roots, i)
+		}
+	}
+	return children, roots
+}
+
 // Process returns the member with identity id, or nil.
 func (r *Record) Process(id proc.Ident) *Process {
 	if i, ok := r.byID[id]; ok {

@@ -213,15 +213,7 @@ func timelineOrigin(rec *Record) time.Time {
 // lineageOrder lists process indexes depth first: each parent, then its
 // children in start order. Members no root reaches (damaged ids) follow.
 func lineageOrder(rec *Record) []int {
-	children := map[proc.Ident][]int{}
-	var roots []int
-	for i, p := range rec.Processes {
-		if p.Parent != nil && rec.Process(*p.Parent) != nil {
-			children[*p.Parent] = append(children[*p.Parent], i)
-		} else {
-			roots = append(roots, i)
-		}
-	}
+	children, roots := rec.lineage()
 	seen := make([]bool, len(rec.Processes))
 	order := make([]int, 0, len(rec.Processes))
 	// An explicit stack: a lineage may be deep.

@@ -193,15 +193,7 @@ func (t *treeWriter) tree() {
 		t.printf("(no processes recorded)\n")
 		return
 	}
-	children := make(map[proc.Ident][]int, len(rec.Processes))
-	var roots []int
-	for i, p := range rec.Processes {
-		if p.Parent != nil && rec.Process(*p.Parent) != nil {
-			children[*p.Parent] = append(children[*p.Parent], i)
-		} else {
-			roots = append(roots, i)
-		}
-	}
+	children, roots := rec.lineage()
 	seen := make([]bool, len(rec.Processes))
 	var lasts []bool // for each ancestor level below the root: was it the last child?
 	var walk func(i int)
