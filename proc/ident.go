@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Ident names one process for its whole life: pids are reused, the pair
@@ -125,4 +128,23 @@ func UID(pid int) int {
 		return -1
 	}
 	return int(st.Uid)
+}
+
+// ticksPerSecond is USER_HZ, the unit of /proc/PID/stat's start time.
+const ticksPerSecond = 100
+
+// BootToWall is what to add to a CLOCK_BOOTTIME instant to get wall time.
+func BootToWall() time.Duration {
+	var ts unix.Timespec
+	now := time.Now()
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(now.UnixNano() - ts.Nano())
+}
+
+// Started returns when id's process started, in wall time (to the tick:
+// 10 ms), from its start time since boot.
+func (id Ident) Started(bootToWall time.Duration) time.Time {
+	return time.Unix(0, int64(id.Start)*int64(time.Second/ticksPerSecond)+int64(bootToWall))
 }

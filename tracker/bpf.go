@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
@@ -75,22 +73,13 @@ func startBPFTracker(l *bpf.Lineage, opts Options) (Tracker, error) {
 		self:       os.Getpid(),
 		l:          l,
 		rd:         rd,
-		bootToWall: bootToWall(),
+		bootToWall: proc.BootToWall(),
 		changed:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		groups:     make(map[int]group),
 	}
 	go t.read()
 	return t, nil
-}
-
-func bootToWall() time.Duration {
-	var ts unix.Timespec
-	now := time.Now()
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(now.UnixNano() - ts.Nano())
 }
 
 func (t *bpfTracker) Backend() string { return BackendBPF }

@@ -32,8 +32,9 @@ const (
 )
 
 type procTracker struct {
-	opts Options
-	self int
+	opts       Options
+	bootToWall time.Duration // turns start times since boot into wall time
+	self       int
 
 	mu     sync.Mutex
 	root   proc.Ident
@@ -54,10 +55,11 @@ type procMember struct {
 
 func newProcTracker(opts Options) (Tracker, error) {
 	return &procTracker{
-		opts:  opts,
-		self:  os.Getpid(),
-		seen:  make(map[proc.Ident]*procMember),
-		byPID: make(map[int]proc.Ident),
+		bootToWall: proc.BootToWall(),
+		opts:       opts,
+		self:       os.Getpid(),
+		seen:       make(map[proc.Ident]*procMember),
+		byPID:      make(map[int]proc.Ident),
 	}, nil
 }
 
@@ -195,8 +197,10 @@ func (t *procTracker) observe(st proc.Stat, now time.Time) {
 		if ppid == t.self && st.PID != t.root.PID {
 			ppid = 0
 		}
-		t.emit(Event{Kind: Fork, Time: now, Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
-		t.emitExec(st, now)
+		// The fork's time is the process's own start time (to the tick),
+		// not when this walk happened to notice it.
+		t.emit(Event{Kind: Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
+		t.emitExec(st, st.Ident.Started(t.bootToWall)) // its program, as far as procfs can tell, since birth
 		return
 	}
 	if m.stat.Comm != st.Comm {
@@ -284,7 +288,7 @@ func (t *procTracker) reap(pid int) {
 		m = &procMember{stat: st}
 		t.seen[id] = m
 		t.count.Members++
-		t.emit(Event{Kind: Fork, Time: now, Ident: id, PGID: st.PGID, SID: st.SID})
+		t.emit(Event{Kind: Fork, Time: id.Started(t.bootToWall), Ident: id, PGID: st.PGID, SID: st.SID})
 	}
 	t.exited(id, m, now, &ws)
 }
