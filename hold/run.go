@@ -122,7 +122,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	h.writeMetrics(granted, time.Now())
 	h.removeCgroup()
+	log.Debug().Msg("cgroup removed")
 	h.rec.prune(&h.o, h.res.Record)
+	log.Debug().Msg("records pruned")
 	return h.res, err
 }
 
@@ -199,7 +201,11 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		}
 	}()
 	status := newStatusLine(o.Status)
-	grant, err := w.Wait(wctx, status.update)
+	var progress func(queue.Position)
+	if o.Status != nil {
+		progress = status.update // a waiter with no one to show its place to wakes less
+	}
+	grant, err := w.Wait(wctx, progress)
 	status.clear()
 	if err != nil {
 		w.Cancel()

@@ -6,12 +6,14 @@
 package queue
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -28,6 +30,20 @@ type events struct {
 	tokIno uint64
 	pids   map[proc.Ident]*proc.Handle
 	buf    []byte
+	names  map[string]bool // when set, only these entries' events wake wait
+}
+
+// only makes wait wake for the directory's own events and for entries
+// named names only (not the token, not other tickets); no names: for all.
+func (e *events) only(names ...string) {
+	if len(names) == 0 {
+		e.names = nil
+		return
+	}
+	e.names = make(map[string]bool, len(names))
+	for _, n := range names {
+		e.names[n] = true
+	}
 }
 
 const dirEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
@@ -132,29 +148,68 @@ func (e *events) kickNow() {
 // wait sleeps until something happens or timeout (<0: none) passes, then
 // drains what woke it.
 func (e *events) wait(timeout time.Duration) error {
-	fds := []unix.PollFd{{Fd: int32(e.in), Events: unix.POLLIN}, {Fd: int32(e.kick), Events: unix.POLLIN}}
-	for _, h := range e.pids {
-		if !h.Exited() {
-			fds = append(fds, unix.PollFd{Fd: int32(h.FD), Events: unix.POLLIN})
-		}
-	}
-	ms := -1
+	var deadline time.Time
 	if timeout >= 0 {
-		ms = int(min((timeout+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
+		deadline = time.Now().Add(timeout)
 	}
-	if _, err := unix.Poll(fds, ms); err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("poll: %v", err)
-	}
-	// Every wake-up rescans, so the events themselves (IN_Q_OVERFLOW
-	// included) need no decoding: draining is enough.
-	for e.in >= 0 {
-		if _, err := unix.Read(e.in, e.buf); err != nil {
-			break
+	for {
+		fds := []unix.PollFd{{Fd: int32(e.in), Events: unix.POLLIN}, {Fd: int32(e.kick), Events: unix.POLLIN}}
+		for _, h := range e.pids {
+			if !h.Exited() {
+				fds = append(fds, unix.PollFd{Fd: int32(h.FD), Events: unix.POLLIN})
+			}
+		}
+		ms := -1
+		if timeout >= 0 {
+			ms = int(min((max(time.Until(deadline), 0)+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
+		}
+		n, err := unix.Poll(fds, ms)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("poll: %v", err)
+		}
+		// Every wake-up that matters rescans, so the events need no more
+		// decoding than whether they matter: draining is enough.
+		relevant := n <= 0 || fds[1].Revents != 0
+		for _, fd := range fds[2:] {
+			relevant = relevant || fd.Revents != 0
+		}
+		for e.in >= 0 {
+			m, err := unix.Read(e.in, e.buf)
+			if err != nil || m <= 0 {
+				break
+			}
+			relevant = relevant || e.matters(e.buf[:m])
+		}
+		var b [8]byte
+		unix.Read(e.kick, b[:])
+		if relevant || e.names == nil {
+			return nil
 		}
 	}
-	var b [8]byte
-	unix.Read(e.kick, b[:])
-	return nil
+}
+
+// matters reports whether a batch of inotify events holds one that can
+// move this waiter: an overflow or the directory itself, or an entry that
+// only() named.
+func (e *events) matters(buf []byte) bool {
+	for len(buf) >= unix.SizeofInotifyEvent {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[0]))
+		end := unix.SizeofInotifyEvent + int(ev.Len)
+		if end > len(buf) {
+			return true
+		}
+		if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0 {
+			return true
+		}
+		if int(ev.Wd) != e.tokWD && ev.Len > 0 {
+			name := string(bytes.TrimRight(buf[unix.SizeofInotifyEvent:end], "\x00"))
+			if e.names[name] {
+				return true
+			}
+		}
+		buf = buf[end:]
+	}
+	return false
 }
 
 func (e *events) close() {

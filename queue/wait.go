@@ -88,8 +88,13 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 			progress(pos)
 			reported, last = true, pos
 		}
+		// A waiter with tickets ahead of it, and no one to show its place
+		// to, wakes only for what can move it: the ticket directly ahead
+		// going (or its owner dying) and its own ticket being removed. The
+		// rest of the queue does not wake on every hand-off.
+		quiet := progress == nil && len(ahead) > 0
 		var watch []proc.Ident
-		if holder != nil {
+		if holder != nil && !quiet {
 			watch = append(watch, holder.Holder)
 		}
 		unsure := false
@@ -123,6 +128,14 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 		}
 		for i := len(ahead) - 1; i >= 0 && i >= len(ahead)-pidWatchAhead; i-- {
 			watch = append(watch, ahead[i].Holder)
+			if quiet {
+				break
+			}
+		}
+		if quiet {
+			ev.only(w.e.name, ahead[len(ahead)-1].name)
+		} else {
+			ev.only()
 		}
 		if ev.watchPids(watch) {
 			unsure = true
