@@ -63,13 +63,20 @@ func launch(o *Options, tr tracker.Tracker, cg *cgroup, env []string) (*exec.Cmd
 	if err := cmd.Start(); err != nil {
 		return nil, proc.Ident{}, startError(o.Cmd[0], err)
 	}
-	st, err := proc.ReadStat(cmd.Process.Pid)
-	if err != nil {
-		// It exited already; its pid is still ours (unreaped), so the stat is
-		// readable unless something is badly wrong.
-		return cmd, proc.Ident{PID: cmd.Process.Pid}, tr.Started(proc.Ident{PID: cmd.Process.Pid})
+	// Its pid is ours until it is reaped, so the stat is readable even if it
+	// exited already.
+	root := proc.Ident{PID: cmd.Process.Pid}
+	if st, err := proc.ReadStat(cmd.Process.Pid); err == nil {
+		root = st.Ident
 	}
-	return cmd, st.Ident, tr.Started(st.Ident)
+	if err := tr.Started(root); err != nil {
+		// Untracked, it must not run: end it (through os/exec's pidfd) at
+		// once, before it can have created anything.
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, root, fmt.Errorf("the payload was stopped at once: %w", err)
+	}
+	return cmd, root, nil
 }
 
 // startError maps an exec failure to 126/127 with a message that says what to do.

@@ -281,6 +281,9 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 			h.res.Code, h.res.Cause = le.Code, CauseLaunch
 			return h.res, &Error{Code: le.Code, Err: err}
 		}
+		if cg != nil {
+			cg.Kill() // whatever the payload started before it was stopped
+		}
 		return h.fail(ExitUsage, "%v", err)
 	}
 	start := time.Now()
