@@ -102,6 +102,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	grant, err := h.acquire(ctx, sigc)
 	if err != nil {
+		h.writeMetrics(time.Time{}, time.Now()) // a ticket that never got the token counts too
 		return h.res, err
 	}
 	granted := time.Now()
@@ -122,9 +123,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	h.writeMetrics(granted, time.Now())
 	h.removeCgroup()
-	log.Debug().Msg("cgroup removed")
 	h.rec.prune(&h.o, h.res.Record)
-	log.Debug().Msg("records pruned")
 	return h.res, err
 }
 
