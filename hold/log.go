@@ -31,7 +31,8 @@ func NewLogger(w io.Writer, format string) (zerolog.Logger, error) {
 		level = zerolog.DebugLevel
 	}
 	if format == "console" {
-		cw := zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+		f, ok := w.(*os.File)
+		cw := zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !ok || !isatty.IsTerminal(f.Fd())}
 		return zerolog.New(cw).Level(level).With().Timestamp().Logger(), nil
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("prog", "gpu-hold").Logger(), nil
