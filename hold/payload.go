@@ -5,62 +5,24 @@
 package hold
 
 import (
-	"errors"
 	"syscall"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
-// payloadExit is how the payload's own process ended.
+// payloadExit is how the payload's own process ended, and when.
 type payloadExit struct {
-	Code   int            // exit code when Signal is 0
-	Signal syscall.Signal // the signal that killed it, or 0
-	At     time.Time
+	proc.Exit
+	At time.Time
 }
-
-// siginfoChild is the start of siginfo_t for SIGCHLD (the layout is the
-// same on every 64-bit Linux architecture).
-type siginfoChild struct {
-	Signo  int32
-	Errno  int32
-	Code   int32
-	_      int32
-	Pid    int32
-	UID    uint32
-	Status int32
-}
-
-// cldExited is si_code CLD_EXITED: the child called exit.
-const cldExited = 1
 
 // waitNoReap blocks until pid (our child) exits and returns how, leaving
 // it a zombie for os/exec to reap later.
 func waitNoReap(pid int) (payloadExit, error) {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return payloadExit{At: time.Now()}, err
-		}
-		break
-	}
-	si := (*siginfoChild)(unsafe.Pointer(&info))
-	ex := payloadExit{At: time.Now()}
-	switch si.Code {
-	case cldExited:
-		ex.Code = int(si.Status)
-	default: // CLD_KILLED, CLD_DUMPED
-		ex.Signal = syscall.Signal(si.Status)
-	}
-	return ex, nil
+	ex, _, err := proc.PeekExit(pid, true)
+	return payloadExit{Exit: ex, At: time.Now()}, err
 }
 
 // exitCode maps the payload's end to the hold's exit code.

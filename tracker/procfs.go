@@ -254,7 +254,8 @@ func (t *procTracker) reapAdopted() {
 			if err != nil || pid == t.root.PID {
 				continue
 			}
-			if st, err := proc.ReadStat(pid); err == nil && st.Dead() {
+			// One peek per child: a live one costs nothing more.
+			if _, exited, _ := proc.PeekExit(pid, false); exited {
 				t.reap(pid)
 			}
 		}
@@ -264,11 +265,8 @@ func (t *procTracker) reapAdopted() {
 // reap collects an adopted orphan's zombie (never the payload's: os/exec
 // owns that) and records its exit status, which procfs learns only here.
 func (t *procTracker) reap(pid int) {
-	var info unix.Siginfo
-	// Peek first, so a pid that is not our zombie any more is left alone.
-	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
-		return
-	}
+	// Only our own zombie is reaped: its stat (read while it is a zombie,
+	// so the pid cannot be reused meanwhile) gives its identity.
 	st, err := proc.ReadStat(pid)
 	if err != nil || !st.Dead() {
 		return
