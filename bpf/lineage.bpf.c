@@ -150,6 +150,21 @@ static __always_inline void submit(void *e)
 	bpf_ringbuf_submit(e, avail > EVENTS_BYTES / 2 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
+/* Reserve an event; a full buffer is counted in state.lost, never silent. */
+static __always_inline void *reserve(__u64 size)
+{
+	__u32 zero = 0;
+	struct hold_state *st;
+	void *e = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!e) {
+		st = bpf_map_lookup_elem(&state, &zero);
+		if (st)
+			__sync_fetch_and_add(&st->lost, 1);
+	}
+	return e;
+}
+
 static __always_inline void fill(struct event *e, __u32 kind, struct task_struct *t)
 {
 	struct signal_struct *sig = t->signal;
@@ -234,11 +249,9 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		__sync_fetch_and_add(&st->killed_at_birth, 1);
 	}
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&st->lost, 1);
+	e = reserve(sizeof(*e));
+	if (!e)
 		return 0;
-	}
 	fill(e, (flags & MEMBER_KILLED_AT_BIRTH) ? EVENT_KILLED_AT_BIRTH : EVENT_FORK, child);
 	e->ppid = ptgid;
 	e->flags = flags;
@@ -249,21 +262,16 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 zero = 0, tgid = p->tgid;
+	__u32 tgid = p->tgid;
 	struct exec_event *e;
 	struct mm_struct *mm;
-	struct hold_state *st;
 	__u64 len;
 
 	if (!bpf_map_lookup_elem(&lineage, &tgid))
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		st = bpf_map_lookup_elem(&state, &zero);
-		if (st)
-			__sync_fetch_and_add(&st->lost, 1);
+	e = reserve(sizeof(*e));
+	if (!e)
 		return 0;
-	}
 	fill(&e->hdr, EVENT_EXEC, p);
 	bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
 
@@ -285,11 +293,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
-	__u32 zero = 0, tgid = p->tgid;
+	__u32 tgid = p->tgid;
 	struct signal_struct *sig;
 	struct member *m;
 	struct event *e;
-	struct hold_state *st;
 	__u64 start;
 	__u32 flags;
 
@@ -306,13 +313,9 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	if (bpf_map_delete_elem(&lineage, &tgid))
 		return 0;
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		st = bpf_map_lookup_elem(&state, &zero);
-		if (st)
-			__sync_fetch_and_add(&st->lost, 1);
+	e = reserve(sizeof(*e));
+	if (!e)
 		return 0;
-	}
 	fill(e, EVENT_EXIT, p);
 	e->start_ns = start;
 	/* What the parent's wait will see: the group's code after exit_group
