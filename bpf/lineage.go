@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"regexp"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 )
 
 // Capacity is how many live members one hold's lineage map holds
@@ -82,7 +80,20 @@ type Lineage struct {
 	links  []link.Link
 }
 
-var holdIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+// validHoldID reports whether id is 1 to 200 of letters, digits, '.', '_'
+// and '-' (a pin directory name). A loop, not a regexp: every gpu-hold
+// invocation would pay for compiling one at start-up.
+func validHoldID(id string) bool {
+	if len(id) == 0 || len(id) > 200 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // HashHoldID is the 64-bit hold id the kernel stores for a hold name (FNV-1a).
 func HashHoldID(holdID string) uint64 {
@@ -95,13 +106,11 @@ func HashHoldID(holdID string) uint64 {
 // the programs. It tracks nothing until SetLauncher names the process that
 // forks the payload.
 func Load(opts Options) (_ *Lineage, err error) {
-	if opts.HoldID != "" && !holdIDPattern.MatchString(opts.HoldID) {
+	if opts.HoldID != "" && !validHoldID(opts.HoldID) {
 		return nil, fmt.Errorf("hold id %q: use letters, digits, '.', '_' and '-' only", opts.HoldID)
 	}
-	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps: %w", err)
-	}
+	// BPF memory is charged to the memory cgroup (Linux 5.11+, and the
+	// tracker needs 6.13+), not RLIMIT_MEMLOCK: no rlimit to raise.
 
 	// Load the embedded object: CO-RE relocates it against this kernel's BTF.
 	spec, err := loadLineage()

@@ -109,7 +109,7 @@ func (l *Lineage) Pin() (string, error) {
 // PinDir(holdID): its maps, to read the members, seal and read events, and
 // its links, so that Unpin can detach them. It loads no programs.
 func OpenPinned(holdID string) (_ *Lineage, err error) {
-	if !holdIDPattern.MatchString(holdID) {
+	if !validHoldID(holdID) {
 		return nil, fmt.Errorf("hold id %q: use letters, digits, '.', '_' and '-' only", holdID)
 	}
 	dir := PinDir(holdID)
@@ -178,7 +178,7 @@ func PinnedHolds() ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && holdIDPattern.MatchString(e.Name()) {
+		if e.IsDir() && validHoldID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -38,12 +37,26 @@ type dirQueue struct {
 	warn     func(string)
 }
 
-var resourceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// resourceNameOK reports whether name is 1 to 64 of letters, digits, '.',
+// '_' and '-', starting with a letter or digit (a loop, not a regexp, which
+// every invocation would compile at start-up).
+func resourceNameOK(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i, c := range []byte(name) {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidResource checks a resource name: 1-64 letters, digits, '.', '_' or
 // '-', starting with a letter or digit (so no slashes and no "." or "..").
 func ValidResource(name string) error {
-	if !resourceRE.MatchString(name) {
+	if !resourceNameOK(name) {
 		return fmt.Errorf("resource name %q is invalid: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (for example -r gpu or -r npu0)", name)
 	}
 	return nil

@@ -38,6 +38,9 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 	if gone {
 		return nil, ErrRemoved
 	}
+	if g, done, err := w.tryNow(); done {
+		return g, err
+	}
 	ev, err := newEvents(w.q)
 	if err != nil {
 		w.Cancel()
@@ -209,6 +212,33 @@ func (w *waiter) Cancel() error {
 	unix.Close(w.fd)
 	w.fd = -1
 	return err
+}
+
+// tryNow takes the token at once when nobody is ahead and it is free,
+// without setting up inotify: closing an inotify fd costs an RCU grace
+// period, which an uncontended hold would otherwise pay at its exit. done
+// says whether Wait is over (granted, or failed in grant).
+func (w *waiter) tryNow() (g Grant, done bool, err error) {
+	if w.removed() {
+		return nil, false, nil // the loop reports it
+	}
+	snap, err := w.q.scan()
+	if err != nil {
+		return nil, false, nil // the loop reports it
+	}
+	if ahead, h := snap.position(w.q, w.e.Seq); len(ahead) > 0 || h != nil {
+		return nil, false, nil
+	}
+	tok, err := w.q.openToken()
+	if err != nil {
+		return nil, false, nil
+	}
+	if got, err := w.q.tryLock(tok); err != nil || !got {
+		tok.close()
+		return nil, false, nil
+	}
+	g, err = w.grant(tok) // closes tok itself when it fails
+	return g, true, err
 }
 
 // grant runs with the token held: it collects the dead holders, tidies
