@@ -87,5 +87,11 @@ func startError(name string, err error) error {
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EPERM):
 		return &LaunchError{Code: ExitNotExecutable, Err: fmt.Errorf("command %q cannot be executed: %v; check its permissions and format", name, errors.Unwrap(err))}
 	}
-	return fmt.Errorf("cannot start %q: %w", name, err)
+	return &startFailure{fmt.Errorf("cannot start %q: %w", name, err)}
 }
+
+// startFailure is a fork that failed for another reason than the command
+// (a refused clone3 into the cgroup, say): nothing was started.
+type startFailure struct{ error }
+
+func (e *startFailure) Unwrap() error { return e.error }

@@ -267,7 +267,8 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 
 	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
 	cmd, root, err := launch(o, tr, cg, env)
-	if err != nil && cg != nil && o.Cgroup == "auto" && cmd == nil && !isLaunchError(err) {
+	var sf *startFailure
+	if err != nil && cg != nil && o.Cgroup == "auto" && errors.As(err, &sf) {
 		// clone3 into the cgroup refused: run without containment.
 		log.Warn().Err(err).Msg("cannot start the payload in its own cgroup; running without it")
 		cg.Remove(0)
@@ -416,9 +417,4 @@ func cgroupPath(cg *cgroup) string {
 		return ""
 	}
 	return cg.Path
-}
-
-func isLaunchError(err error) bool {
-	var le *LaunchError
-	return errors.As(err, &le)
 }
