@@ -14,6 +14,7 @@ import (
 	"time"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -86,12 +87,7 @@ func TestOverflowCounted(t *testing.T) {
 	rand.Read(b[:])
 	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
 	l, err := Load(Options{HoldID: "test-overflow", Capacity: 4})
-	if err != nil {
-		if os.Getenv("GPU_HOLD_REQUIRE_BPF") == "1" {
-			t.Fatalf("GPU_HOLD_REQUIRE_BPF=1 but BPF cannot load: %v", err)
-		}
-		t.Skipf("BPF unavailable: %v", err)
-	}
+	testenv.NeedBPF(t, err)
 	defer l.Close()
 	rd, err := l.NewReader()
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -116,7 +117,7 @@ func TestScanMatchesByInodeNotPath(t *testing.T) {
 	dev := fakeDevice(t)
 	alias := filepath.Join(t.TempDir(), "alias")
 	if err := os.Link(dev, alias); err != nil {
-		t.Skipf("cannot hard-link in the temp dir: %v", err)
+		testenv.Need(t, "cannot hard-link in the temp dir: %v", err)
 	}
 	_, id := holdOpen(t, alias)
 	other := filepath.Join(t.TempDir(), "fakedev0") // same name, another file
@@ -142,7 +143,7 @@ func TestScanMatchesByInodeNotPath(t *testing.T) {
 func TestScanMatchesCharDeviceByRdev(t *testing.T) {
 	node := filepath.Join(t.TempDir(), "null-alias")
 	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
-		t.Skipf("cannot mknod (needs CAP_MKNOD): %v", err)
+		testenv.Need(t, "cannot mknod (needs CAP_MKNOD): %v", err)
 	}
 	_, id := holdOpen(t, "/dev/null")
 	nodes, err := ExpandDevices([]string{node})

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 func TestParseSize(t *testing.T) {
@@ -210,7 +212,7 @@ func TestWatchMemFloorWithPSI(t *testing.T) {
 	fastWatch(t, true)
 	fd := openPSITrigger()
 	if fd < 0 {
-		t.Skipf("no PSI trigger on %s here (kernel without PSI, or not permitted)", psiPath)
+		testenv.Need(t, "no PSI trigger on %s here (kernel without PSI, or not permitted)", psiPath)
 	}
 	os.NewFile(uintptr(fd), "psi").Close()
 	var m fakeMem

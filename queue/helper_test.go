@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 const helperEnv = "GPU_HOLD_QUEUE_HELPER"
@@ -254,9 +256,7 @@ func sharedExe(t *testing.T) string {
 // helpers of other uids can use it.
 func sharedDir(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run helpers as other users")
-	}
+	testenv.NeedRoot(t, "running queue helpers as other users")
 	d, err := os.MkdirTemp("", "gpu-hold-queue-shared-")
 	if err != nil {
 		t.Fatal(err)

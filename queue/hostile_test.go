@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -24,7 +25,7 @@ func lockedInodes(t *testing.T) map[string]bool {
 	t.Helper()
 	f, err := os.Open("/proc/locks")
 	if err != nil {
-		t.Skip("no /proc/locks")
+		testenv.Need(t, "no /proc/locks: %v", err)
 	}
 	defer f.Close()
 	out := map[string]bool{}

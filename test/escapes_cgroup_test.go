@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 const (
@@ -38,7 +40,7 @@ func testCgroup(t *testing.T, root, mark string, before func(dir string)) string
 	t.Helper()
 	dir := filepath.Join(root, "gpu-hold-test-"+mark)
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot make a test cgroup under %s: %v", root, err)
+		testenv.Need(t, "cannot make a test cgroup under %s: %v", root, err)
 	}
 	t.Cleanup(func() {
 		if before != nil {
@@ -79,7 +81,7 @@ func TestE15UnkillableMember(t *testing.T) { forBackends(t, true, routeE15) }
 
 func routeE15(t *testing.T, rg rig) {
 	if !cgroupFS(freezerRoot, cgroupV1Magic) || !exists(filepath.Join(freezerRoot, "cgroup.procs")) {
-		t.Skipf("no cgroup v1 freezer at %s to make an unkillable member with", freezerRoot)
+		testenv.Need(t, "no cgroup v1 freezer at %s to make an unkillable member with", freezerRoot)
 	}
 	mark := newMark(t)
 	d, q := rg.dirs(t)
@@ -134,7 +136,7 @@ func TestE17LeavesCgroup(t *testing.T) { forBackends(t, true, routeE17) }
 
 func routeE17(t *testing.T, rg rig) {
 	if !cgroupFS(unifiedRoot, cgroupV2Magic) {
-		t.Skipf("no cgroup v2 at %s", unifiedRoot)
+		testenv.Need(t, "no cgroup v2 at %s", unifiedRoot)
 	}
 	mark := newMark(t)
 	d, q := rg.dirs(t)

@@ -20,16 +20,13 @@ import (
 	"time"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // markEnv is the environment variable that carries a test's marker. Every
 // payload inherits it, and so does every process the payload creates.
 const markEnv = marks.Env
-
-// requireBPFEnv, set by .ci/run, turns a missing BPF capability into a test
-// failure instead of a skip.
-const requireBPFEnv = "GPU_HOLD_REQUIRE_BPF"
 
 var bin string // path of the gpu-hold binary built for this run
 
@@ -207,8 +204,8 @@ func waitFile(t *testing.T, path string, limit time.Duration) {
 func backends(t *testing.T) []string {
 	t.Helper()
 	if err := bpfUsable(); err != nil {
-		if os.Getenv(requireBPFEnv) == "1" {
-			t.Fatalf("eBPF tracker unavailable but %s=1: %v", requireBPFEnv, err)
+		if os.Getenv(testenv.RequireBPF) == "1" {
+			t.Fatalf("eBPF tracker unavailable but %s=1: %v", testenv.RequireBPF, err)
 		}
 		t.Logf("eBPF backend not tested here: %v", err)
 		return []string{"proc"}

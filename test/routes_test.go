@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -348,9 +349,7 @@ var nobody = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
 // from a copy of the binary that user can execute.
 func unprivileged(t *testing.T) rig {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("running a hold as uid 65534 needs root")
-	}
+	testenv.NeedRoot(t, "running a hold as uid 65534")
 	d := openDir(t)
 	if err := os.Chmod(d, 0o755); err != nil {
 		t.Fatal(err)

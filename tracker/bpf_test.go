@@ -26,11 +26,11 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/bpf"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 const (
-	btRequireBPFEnv = "GPU_HOLD_REQUIRE_BPF"
 	// btThreadForkEnv makes the test binary a helper that forks from a
 	// thread other than its main one (see init below).
 	btThreadForkEnv = "GPU_HOLD_TEST_THREADFORK"
@@ -63,12 +63,7 @@ func init() {
 // btNeedBPF skips (or, in CI, fails) when the eBPF backend cannot load here.
 func btNeedBPF(t *testing.T) {
 	t.Helper()
-	if err := ProbeBPF(); err != nil {
-		if os.Getenv(btRequireBPFEnv) == "1" {
-			t.Fatalf("%s=1 but BPF cannot load: %v", btRequireBPFEnv, err)
-		}
-		t.Skipf("BPF unavailable: %v", err)
-	}
+	testenv.NeedBPF(t, ProbeBPF())
 }
 
 func btNewMark(t *testing.T) string {
