@@ -43,14 +43,16 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
 		return
 	}
 	o, log := &h.o, h.o.Log
+	// Only --device-holders=wait waits for them to go; warn and fail look once.
 	bound := time.Duration(0)
-	if o.DeviceHolders == "wait" {
+	if o.DeviceHolders == PolicyWait {
 		bound = o.DeviceWait
 	}
-	hs, err := WaitDeviceHolders(ctx, h.devices, baseline, bound)
+	check, err := CheckDeviceHolders(ctx, o.DeviceHolders, h.devices, baseline, bound)
 	if err != nil {
 		log.Warn().Err(err).Msg("device-holder check incomplete")
 	}
+	hs := check.Holders
 	h.deviceHolders = len(hs)
 	if len(hs) == 0 {
 		return
@@ -63,8 +65,8 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
 			Msg("device still held after teardown by a process outside the lineage")
 	}
 	h.rec.update(func(hi *tracker.HoldInfo) { hi.DeviceHolders = recs })
-	if o.DeviceHolders == "fail" {
-		h.res.Code, h.res.Cause = ExitDeviceHolders, CauseDeviceHolders
+	if code := check.ExitCode(); code != 0 {
+		h.res.Code, h.res.Cause = code, CauseDeviceHolders
 		log.Error().Int("holders", len(hs)).Msg("--device-holders=fail: exiting 73")
 	}
 }

@@ -29,7 +29,7 @@ type Options struct {
 	RecordAge   time.Duration // records older than this are pruned (0 = no age bound)
 
 	Devices       []string      // --device: replaces the resource's device list
-	DeviceHolders string        // warn, wait, fail
+	DeviceHolders Policy        // warn, wait, fail
 	DeviceWait    time.Duration // bound for --device-holders=wait
 	MemFloor      uint64        // bytes; 0 = none
 	MetricsDir    string
@@ -63,10 +63,8 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--cgroup %q is not one of auto, on, off", o.Cgroup)
 	}
-	switch o.DeviceHolders {
-	case "", "warn", "wait", "fail":
-	default:
-		return fmt.Errorf("--device-holders %q is not one of warn, wait, fail", o.DeviceHolders)
+	if _, err := ParsePolicy(string(o.DeviceHolders)); err != nil {
+		return err
 	}
 	return nil
 }

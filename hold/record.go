@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
@@ -90,7 +91,7 @@ func (r *recorder) started(root proc.Ident, cgroup string, at time.Time) {
 	})
 }
 
-func (r *recorder) close(res *Result, released time.Time) {
+func (r *recorder) close(res *Result, released time.Time, log zerolog.Logger) {
 	w := r.p.Load()
 	if w == nil {
 		return
@@ -102,7 +103,9 @@ func (r *recorder) close(res *Result, released time.Time) {
 		h.Signal = int(res.Signal)
 		h.Times.Released = released
 	})
-	w.Close()
+	if err := w.Close(); err != nil {
+		log.Warn().Err(err).Msg("the record is incomplete: check the disk and the records directory's permissions")
+	}
 }
 
 // reaped notes, in this hold's own record, a dead holder's lineage it ended.

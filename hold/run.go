@@ -115,7 +115,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		h.res.Code, h.res.Cause = ExitUsage, CauseError
 	}
 	// The record is complete before the token goes to the next ticket.
-	h.rec.close(&h.res, time.Now())
+	h.rec.close(&h.res, time.Now(), log)
 	if rerr := grant.Release(); rerr != nil {
 		log.Error().Err(rerr).Msg("releasing the token failed; the next hold takes it over when this process exits")
 	} else {

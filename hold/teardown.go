@@ -159,6 +159,7 @@ func (td *teardown) run() Outcome {
 			}
 		}
 		killStart := time.Now()
+		lastWalk := killStart
 		markKilled := func(live map[proc.Ident]proc.Stat) {
 			for id := range live {
 				if !killed[id] {
@@ -191,8 +192,8 @@ func (td *teardown) run() Outcome {
 			if len(live) == 0 || time.Since(killStart) > td.survivorWait {
 				break
 			}
-			td.wait(w, live, minDur(rescanInterval, td.survivorWait-time.Since(killStart)))
-			live = td.targets()
+			td.wait(w, live, td.survivorWait-time.Since(killStart))
+			live = td.refresh(w, live, &lastWalk)
 			td.settle(pending, live, killed)
 			if len(live) == 0 {
 				break
@@ -227,14 +228,32 @@ func (td *teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending
 	lastWalk := time.Now()
 	for len(live) > 0 && time.Now().Before(graceEnd) {
 		td.wait(w, live, time.Until(graceEnd))
-		if w != nil && !w.full() {
-			live = w.stillAlive(live)
-		}
-		if len(live) == 0 || w == nil || w.full() || time.Since(lastWalk) >= rescanInterval {
-			live = td.targets()
-			lastWalk = time.Now()
-			td.settle(pending, live, killed)
-		}
+		live = td.refresh(w, live, &lastWalk)
+		td.settle(pending, live, killed)
+	}
+	return live
+}
+
+// polls reports whether waiting must also wake on a timer to find
+// newborns: the tracker cannot report births (procfs), or the watcher
+// cannot hold a pidfd for every member.
+func (td *teardown) polls(w *watcher) bool {
+	return td.tr == nil || td.tr.Changed() == nil || w == nil || w.full()
+}
+
+// refresh is the live set after a wait. Exits come from the pidfds; the
+// union is walked again only when they say it is empty (to find newborns
+// and outsiders before concluding), and otherwise at most every
+// rescanInterval: when the tracker reported a change, or on the timer for a
+// tracker that cannot report births. Never once per exit.
+func (td *teardown) refresh(w *watcher, live map[proc.Ident]proc.Stat, lastWalk *time.Time) map[proc.Ident]proc.Stat {
+	if w != nil && !w.full() {
+		live = w.stillAlive(live)
+	}
+	due := time.Since(*lastWalk) >= rescanInterval
+	if len(live) == 0 || due && (td.polls(w) || w.takeChanged()) {
+		live = td.targets()
+		*lastWalk = time.Now()
 	}
 	return live
 }
@@ -253,7 +272,7 @@ func (td *teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.D
 	if limit <= 0 {
 		return
 	}
-	if limit > rescanInterval {
+	if limit > rescanInterval && td.polls(w) {
 		limit = rescanInterval
 	}
 	if w == nil {
@@ -284,11 +303,4 @@ func (td *teardown) note(id proc.Ident, f Fate) {
 	if td.fate != nil {
 		td.fate(id, f, time.Now())
 	}
-}
-
-func minDur(a, b time.Duration) time.Duration {
-	if a < b {
-		return a
-	}
-	return b
 }

@@ -23,6 +23,7 @@ type watcher struct {
 	limit   int                 // most pidfds to hold at once; beyond it, callers rescan on a timer
 	efd     int                 // eventfd that a tracker's Changed channel writes to (0: none)
 	gone    map[proc.Ident]bool // watched processes seen to exit
+	changed bool                // the tracker reported a change since takeChanged
 }
 
 func newWatcher() (*watcher, error) {
@@ -148,6 +149,7 @@ func (w *watcher) epollOnce(ms int) bool {
 		if w.efd > 0 && ev.Fd == int32(w.efd) {
 			var buf [8]byte
 			unix.Read(w.efd, buf[:])
+			w.changed = true
 			continue
 		}
 		id, ok := w.byFD[ev.Fd]
@@ -176,6 +178,16 @@ func (w *watcher) stillAlive(live map[proc.Ident]proc.Stat) map[proc.Ident]proc.
 		}
 	}
 	return out
+}
+
+// takeChanged reports (and forgets) whether the tracker reported a birth or
+// an exit since the last call.
+func (w *watcher) takeChanged() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.changed
+	w.changed = false
+	return c
 }
 
 // close releases every pidfd and the epoll set.

@@ -47,9 +47,6 @@ func OpenPinnedBPF(holdID string, opts Options) (Tracker, error) {
 	return &pinnedTracker{t.(*bpfTracker)}, nil
 }
 
-// PinnedBPFHolds lists the hold ids with a pinned lineage.
-func PinnedBPFHolds() ([]string, error) { return bpf.PinnedHolds() }
-
 // pinnedTracker is a dead holder's lineage: it cannot launch anything.
 type pinnedTracker struct{ *bpfTracker }
 

@@ -116,16 +116,6 @@ func AppendRecord(path string) (*RecordWriter, error) {
 	return w, nil
 }
 
-// Path is the record's file.
-func (w *RecordWriter) Path() string { return w.path }
-
-// Hold returns a copy of the header as last written.
-func (w *RecordWriter) Hold() HoldInfo {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.hold
-}
-
 // Event appends a lineage event, with argv and filename bounded.
 func (w *RecordWriter) Event(ev Event) {
 	l := eventLine{Type: lineEvent, Event: ev}
@@ -192,13 +182,6 @@ func (w *RecordWriter) Reap(r ReapInfo) {
 	by := r.By
 	w.reapBy = &by
 	w.writeLocked(reapLine{Type: lineReap, Reap: r})
-}
-
-// Err returns the first write error, if any.
-func (w *RecordWriter) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
 }
 
 // Close writes the end line (with the dropped-event count first when

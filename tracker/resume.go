@@ -69,7 +69,11 @@ func (t *staticTracker) Started(proc.Ident) error { return nil }
 func (t *staticTracker) Changed() <-chan struct{} { return nil }
 func (t *staticTracker) Seal() error              { return nil }
 func (t *staticTracker) Close() error             { return nil }
-func (t *staticTracker) Counters() Counters       { return Counters{Members: uint64(len(t.members))} }
+func (t *staticTracker) Counters() Counters {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Counters{Members: uint64(len(t.members))}
+}
 
 // Live walks /proc: known members that are still the same process, and
 // every live descendant of one.

@@ -70,9 +70,6 @@ type Options struct {
 	HoldID string
 }
 
-// Prober says why a backend cannot be used on this host, or nil.
-type Prober func() error
-
 // New returns a tracker for backend: BackendBPF or BackendProc.
 func New(backend string, opts Options) (Tracker, error) {
 	switch backend {
