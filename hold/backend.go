@@ -20,7 +20,7 @@ func (h *holdRun) openTracker() (tracker.Tracker, error) {
 	case "bpf":
 		tr, err := tracker.New(tracker.BackendBPF, opts)
 		if err != nil {
-			return nil, fmt.Errorf("--track=bpf: %v; run as root on a kernel with BTF, or use --track=proc", bpfReason(err))
+			return nil, fmt.Errorf("--track=bpf: %v; or use --track=proc", bpfReason(err))
 		}
 		h.sweepPins()
 		return tr, nil

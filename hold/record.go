@@ -84,7 +84,7 @@ func (r *recorder) started(root proc.Ident, cgroup string, at time.Time) {
 		h.Payload = &root
 		h.PGID = root.PID
 		if sid, err := unix.Getsid(root.PID); err == nil {
-			h.SID = sid
+			h.SID = &sid
 		}
 		h.Cgroup = cgroup
 		h.Times.PayloadStart = at

@@ -1,16 +1,20 @@
 // fallback_test.go owns the backend-choice test of issue #4: run as an
 // unprivileged user, --track=auto falls back to procfs with a one-line
 // notice that says why and the procfs routes still pass; --track=bpf, and
-// a bare --track, refuse with a clear error and exit 125.
+// a bare --track, refuse with a clear error and exit 125. The same holds in
+// a pid namespace other than the host's, whose pids the programs do not see.
 package test
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 func TestFallbackUnprivileged(t *testing.T) {
@@ -65,6 +69,54 @@ func TestFallbackUnprivileged(t *testing.T) {
 			}
 			requireEmpty(t, q)
 			requireNoneLeft(t, mark)
+		})
+	}
+}
+
+// TestBPFRefusedInPidNamespace: a hold in a container's pid namespace cannot
+// follow the host pids the BPF programs see. --track=bpf says so and exits
+// 125 without running the payload; --track=auto says so once and runs it
+// under procfs. (When gpu-hold, the namespace's init, exits, the kernel
+// ends everything left in the namespace: nothing can outlive the test.)
+func TestBPFRefusedInPidNamespace(t *testing.T) {
+	testenv.NeedRoot(t, "unsharing a pid namespace")
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testenv.Need(t, "unshare(1) (util-linux) is not installed")
+	}
+	t.Parallel()
+	why := regexp.MustCompile(`pid namespace other than the host's`)
+	for _, c := range []struct {
+		track   string
+		code    int
+		backend string
+	}{{"--track=bpf", 125, ""}, {"--track=auto", 0, "proc"}} {
+		t.Run(c.track, func(t *testing.T) {
+			t.Parallel()
+			d, q := t.TempDir(), t.TempDir()
+			cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "--",
+				bin, "--dir", q, "--log-format", "json", c.track, "--", "touch", filepath.Join(d, "ran"))
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.code {
+				t.Errorf("%s in a pid namespace exited %d, want %d\nstderr:\n%s", c.track, code, c.code, stderr.String())
+			}
+			if n := len(why.FindAllString(stderr.String(), -1)); n == 0 {
+				t.Errorf("%s in a pid namespace does not say why eBPF cannot be used:\n%s", c.track, stderr.String())
+			}
+			if be := startedBackend(stderr.String()); be != c.backend {
+				t.Errorf("%s in a pid namespace started the payload under %q, want %q\nstderr:\n%s", c.track, be, c.backend, stderr.String())
+			}
+			if ran := exists(filepath.Join(d, "ran")); ran != (c.code == 0) {
+				t.Errorf("%s in a pid namespace: payload ran = %v, want %v", c.track, ran, c.code == 0)
+			}
 		})
 	}
 }

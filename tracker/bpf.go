@@ -42,6 +42,9 @@ type group struct {
 }
 
 func newBPFTracker(opts Options) (Tracker, error) {
+	if err := CheckHostPidNS(); err != nil {
+		return nil, &ProbeError{Backend: BackendBPF, Reason: err.Error()}
+	}
 	primeGoPidfdCheck()
 	l, err := bpf.Load(bpf.Options{HoldID: opts.HoldID})
 	if err != nil {

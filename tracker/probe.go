@@ -18,7 +18,7 @@ const notPermitted = "not permitted: loading tracing programs needs root, or CAP
 
 // ProbeBPF says why the eBPF backend cannot be used here, or nil: not
 // permitted (capabilities), no kernel BTF, a kernel too old for the seal's
-// kfunc, or the kernel refusing to load or attach the programs (with the
+// kfunc, a pid namespace other than the host's, or the kernel refusing to load or attach the programs (with the
 // verifier's reason). It loads and attaches a throwaway copy of the programs
 // once per process, and remembers the answer.
 func ProbeBPF() error { return probeBPF() }
@@ -36,6 +36,9 @@ func probeBPFOnce() error {
 		return fail(err.Error())
 	}
 	if err := CheckSendSignalTask(); err != nil {
+		return fail(err.Error())
+	}
+	if err := CheckHostPidNS(); err != nil {
 		return fail(err.Error())
 	}
 	// The real test: load and attach, with the smallest maps.

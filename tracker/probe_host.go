@@ -94,6 +94,24 @@ func CheckSendSignalTask() error {
 	return nil
 }
 
+// initPidNSIno is the inode number the kernel gives the initial pid
+// namespace (PROC_PID_INIT_INO), a constant of its ABI.
+const initPidNSIno = 0xEFFFFFFC
+
+// CheckHostPidNS says whether this process runs in the host's pid
+// namespace. The BPF programs see host pids; a hold in a container's pid
+// namespace would compare them to its own and never find the payload.
+func CheckHostPidNS() error {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return fmt.Errorf("cannot tell which pid namespace this is (/proc/self/ns/pid: %v)", err)
+	}
+	if st.Ino != initPidNSIno {
+		return fmt.Errorf("gpu-hold runs in a pid namespace other than the host's (pid:[%d]), whose pids the BPF programs do not see; run it in the host's pid namespace", st.Ino)
+	}
+	return nil
+}
+
 // CheckPidfd says whether pidfd_open works (Linux 5.3+).
 func CheckPidfd() error {
 	fd, err := unix.PidfdOpen(os.Getpid(), 0)

@@ -95,10 +95,12 @@ type HoldInfo struct {
 	// BackendNote says why the backend was chosen (the fallback notice).
 	BackendNote string `json:"backend_note,omitempty"`
 	// Payload is the payload's root process, once started; PGID and SID
-	// are its group and session, which left-group/left-session compare to.
+	// are its group and session, which left-group/left-session compare to
+	// (SID may be 0: a session whose leader is outside this pid namespace;
+	// nil when unknown).
 	Payload *proc.Ident `json:"payload,omitempty"`
 	PGID    int         `json:"pgid,omitempty"`
-	SID     int         `json:"sid,omitempty"`
+	SID     *int        `json:"sid,omitempty"`
 	Cgroup  string      `json:"cgroup,omitempty"`
 	Times   HoldTimes   `json:"times"`
 	// ExitCode is gpu-hold's own exit status; Cause why the hold ended;

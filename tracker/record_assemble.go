@@ -25,9 +25,12 @@ type Process struct {
 	Parent *proc.Ident `json:"parent,omitempty"`
 	// PPID, PGID and SID are the first values seen (at birth, unless
 	// "birth" is in Unknown); the Later ones list other values seen after.
-	PPID       int        `json:"ppid,omitempty"`
-	PGID       int        `json:"pgid,omitempty"`
-	SID        int        `json:"sid,omitempty"`
+	PPID int `json:"ppid,omitempty"`
+	PGID int `json:"pgid,omitempty"`
+	// SID 0 is a real session when "sid" is not in Unknown: one whose
+	// leader is outside this pid namespace, as for the children of an
+	// init that never called setsid.
+	SID        int        `json:"sid"`
 	LaterPPIDs []int      `json:"later_ppids,omitempty"`
 	LaterPGIDs []int      `json:"later_pgids,omitempty"`
 	LaterSIDs  []int      `json:"later_sids,omitempty"`
@@ -110,6 +113,9 @@ type pstate struct {
 	// to its own, so its fork's ids do not count for left-group.
 	forkPGID, forkSID int
 	pgids, sids       []int
+	// sidKnown: a fork or regroup was seen, which always carry the
+	// session, so a SID of 0 is the real one (see Process.SID).
+	sidKnown bool
 }
 
 type builder struct {
@@ -211,6 +217,9 @@ func (b *builder) event(ev Event, argvCut bool) {
 		ps.birthAt = ev.Time
 	}
 	observe(p, ev)
+	if ev.Kind == Fork || ev.Kind == Regroup {
+		ps.sidKnown = true
+	}
 	if ev.Kind == Fork {
 		ps.forkPGID, ps.forkSID = ev.PGID, ev.SID
 	} else {
@@ -288,7 +297,11 @@ func (b *builder) finish() {
 		}
 	}
 	// The payload's group and session.
-	pgid, sid := rec.Hold.PGID, rec.Hold.SID
+	pgid := rec.Hold.PGID
+	sid, sidKnown := 0, rec.Hold.SID != nil
+	if sidKnown {
+		sid = *rec.Hold.SID
+	}
 	var root *pstate
 	if rec.Hold.Payload != nil {
 		root = b.procs[*rec.Hold.Payload]
@@ -304,8 +317,8 @@ func (b *builder) finish() {
 		if pgid == 0 {
 			pgid = root.p.PGID
 		}
-		if sid == 0 {
-			sid = root.p.SID
+		if !sidKnown && root.sidKnown {
+			sid, sidKnown = root.p.SID, true
 		}
 	}
 	td, kill := rec.Hold.Times.TeardownStart, rec.Hold.Times.KillStart
@@ -355,12 +368,12 @@ func (b *builder) finish() {
 			pgids, sids = addID(pgids, ps.forkPGID), addID(sids, ps.forkSID)
 		}
 		differs := func(ids []int, ref int) bool {
-			return ref != 0 && slices.ContainsFunc(ids, func(v int) bool { return v != ref })
+			return slices.ContainsFunc(ids, func(v int) bool { return v != ref })
 		}
-		if differs(pgids, pgid) {
+		if pgid != 0 && differs(pgids, pgid) {
 			flags = append(flags, FlagLeftGroup)
 		}
-		if differs(sids, sid) {
+		if sidKnown && differs(sids, sid) {
 			flags = append(flags, FlagLeftSession)
 		}
 		if len(p.LaterPPIDs) > 0 || b.orphaned(ps) {
@@ -381,7 +394,7 @@ func (b *builder) finish() {
 		if p.PGID == 0 {
 			unk = append(unk, "pgid")
 		}
-		if p.SID == 0 {
+		if p.SID == 0 && !ps.sidKnown {
 			unk = append(unk, "sid")
 		}
 		if p.ExitStatus == "unknown" {

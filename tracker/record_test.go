@@ -121,7 +121,7 @@ func writeLineage(t testing.TB, path string) {
 			h.Times.PayloadStart = at(0)
 			h.Times.Deadline = at(60000)
 			h.Payload = &idRoot
-			h.PGID, h.SID = 1000, 900
+			h.PGID, h.SID = 1000, ip(900)
 		})
 	}()
 	for _, e := range evs {
@@ -444,6 +444,55 @@ func TestRecordRootFate(t *testing.T) {
 		}
 		if p := rec.Process(idRoot); p.Fate != c.fate {
 			t.Errorf("cause %s: root fate %s, want %s", c.cause, p.Fate, c.fate)
+		}
+	}
+}
+
+// TestRecordSessionZero: a hold started by an init that never called setsid
+// runs in session 0 (its leader is outside the pid namespace). That 0 is
+// the real session: a member that calls setsid has left it, and a member
+// that did not has not, whether the hold knew its own session or only saw
+// the root's fork.
+func TestRecordSessionZero(t *testing.T) {
+	for _, holdSID := range []*int{ip(0), nil} {
+		path := filepath.Join(t.TempDir(), "r.jsonl")
+		w, err := CreateRecord(path, testHold())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Update(func(h *HoldInfo) { h.Payload, h.PGID, h.SID = &idRoot, 1000, holdSID })
+		for _, e := range []Event{
+			{Kind: Fork, Time: at(0), Ident: idRoot, PPID: 500, PGID: 400},
+			{Kind: Fork, Time: at(10), Ident: idWorker, PPID: 1000, PGID: 1000},
+			{Kind: Fork, Time: at(20), Ident: idSetsid, PPID: 1000, PGID: 1000},
+			{Kind: Regroup, Time: at(21), Ident: idSetsid, PPID: 1000, PGID: 1002, SID: 1002},
+			{Kind: Exit, Time: at(30), Ident: idFound, ExitCode: ip(0)},
+		} {
+			w.Event(e)
+		}
+		w.Close()
+		rec, err := ReadRecord(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "hold sid 0"
+		if holdSID == nil {
+			name = "hold sid unknown"
+		}
+		if p := rec.Process(idSetsid); !slices.Contains(p.Flags, FlagLeftSession) {
+			t.Errorf("%s: the setsid member's flags are %v, want %s", name, p.Flags, FlagLeftSession)
+		}
+		for _, who := range []proc.Ident{idRoot, idWorker} {
+			p := rec.Process(who)
+			if slices.Contains(p.Flags, FlagLeftSession) {
+				t.Errorf("%s: pid %d never called setsid, yet its flags are %v", name, who.PID, p.Flags)
+			}
+			if slices.Contains(p.Unknown, "sid") {
+				t.Errorf("%s: pid %d's fork was seen with session 0, yet its sid is called unknown", name, who.PID)
+			}
+		}
+		if p := rec.Process(idFound); !slices.Contains(p.Unknown, "sid") {
+			t.Errorf("%s: pid %d was only seen exiting, yet its sid is not called unknown (%v)", name, idFound.PID, p.Unknown)
 		}
 	}
 }
