@@ -45,6 +45,7 @@ type config struct {
 	SpawnReps    int      `json:"spawn_repeats"`
 	Sizes        []int    `json:"teardown_sizes"`
 	Shapes       []string `json:"teardown_shapes"`
+	Behaviors    []string `json:"teardown_behaviors"`
 	TeardownReps int      `json:"teardown_repeats"`
 	StormCap     int      `json:"storm_cap"` // long-lived sleeps the storm keeps before forking /bin/true without pause
 	StormReps    int      `json:"storm_repeats"`
@@ -79,6 +80,7 @@ func main() {
 	cgroupMode := flag.String("cgroup", "auto", "gpu-hold --cgroup for every hold")
 	sizes := flag.String("sizes", "", "teardown tree sizes, comma-separated (default 10,1000,10000; -quick 10,300)")
 	shapes := flag.String("shapes", "wide,bushy", "teardown tree shapes: wide (one parent, N-1 children), bushy (depth 2)")
+	behaviors := flag.String("behaviors", "cooperative,term-ignoring", "teardown tree behaviours: cooperative (dies on TERM, -g 10s), term-ignoring (-g 0)")
 	fpN := flag.Int("footprint-n", 0, "processes in the footprint's lineage (default 10000; -quick 1000)")
 	reps := flag.Int("reps", 0, "override the repeats of every section (0: the defaults)")
 	flag.Parse()
@@ -106,6 +108,12 @@ func main() {
 	for _, s := range cfg.Shapes {
 		if s != "wide" && s != "bushy" {
 			fatalf("-shapes: %q is not wide or bushy", s)
+		}
+	}
+	cfg.Behaviors = splitList(*behaviors)
+	for _, s := range cfg.Behaviors {
+		if s != "cooperative" && s != "term-ignoring" {
+			fatalf("-behaviors: %q is not cooperative or term-ignoring", s)
 		}
 	}
 	if *fpN > 0 {

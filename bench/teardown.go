@@ -78,7 +78,8 @@ func flag01(v bool) string {
 func (b *bench) teardownSection() error {
 	for _, n := range b.cfg.Sizes {
 		for _, shape := range b.cfg.Shapes {
-			for _, ignore := range []bool{false, true} {
+			for _, behavior := range b.cfg.Behaviors {
+				ignore := behavior == "term-ignoring"
 				c, err := b.teardownCase(b.treePayload(shape, n, ignore), b.cfg.TeardownReps)
 				if err != nil {
 					return err

@@ -93,6 +93,28 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 	return set
 }
 
+// killGroup sends KILL to the payload's process group through its leader's
+// pidfd, and reports whether it did (false: no group, the leader's pid is
+// no longer the payload's, or a kernel older than 6.9; targets() then
+// finds the members by a walk).
+func (td *teardown) killGroup() bool {
+	if td.pgid <= 0 || td.pgid == td.selfPGID || td.pgid != td.root.PID {
+		return td.pgid <= 0
+	}
+	if err := proc.SignalGroup(td.root, syscall.SIGKILL); err != nil {
+		td.log.Debug().Err(err).Int("pgid", td.pgid).Msg("cannot KILL the payload's group through its leader's pidfd; walking /proc for it")
+		return false
+	}
+	return true
+}
+
+// noneAlive reports whether the tracker can vouch, without a walk, that no
+// lineage member is alive (the eBPF lineage map).
+func (td *teardown) noneAlive() bool {
+	a, ok := td.tr.(tracker.Accounted)
+	return ok && a.NoneAlive()
+}
+
 // groupIsOurs reports whether the group number still names the payload's
 // group: its leader, the payload's own process, still holds the pid (alive
 // or a zombie). Once that pid is free, a new process may take it and make
@@ -182,8 +204,20 @@ func (td *teardown) run() Outcome {
 				if err := td.cg.Kill(); err != nil {
 					td.log.Warn().Err(err).Str("cgroup", td.cg.Path).Msg("cgroup.kill failed")
 				}
-				td.cg.WaitEmpty(td.survivorWait - time.Since(killStart))
-				live = td.targets() // what is left is outside the cgroup
+				// The group is sent KILL once the cgroup is empty: its
+				// members inside are zombies by then, and signalling
+				// 10,000 dying processes twice costs the kernel's time.
+				empty := td.cg.WaitEmpty(td.survivorWait - time.Since(killStart))
+				groupKilled := td.killGroup()
+				if empty && groupKilled && td.noneAlive() {
+					// The cgroup is empty, the kernel resolved the group's
+					// members for the KILL, and the tracker's kernel account
+					// says no lineage member lives outside both: nothing
+					// in the union is left to find, so no walk of /proc.
+					live = map[proc.Ident]proc.Stat{}
+				} else {
+					live = td.targets() // what is left is outside the cgroup
+				}
 				markKilled(live)
 			}
 			for id := range live {

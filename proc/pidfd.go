@@ -57,6 +57,36 @@ func (h *Handle) Exited() bool {
 // Close releases the pidfd.
 func (h *Handle) Close() error { return unix.Close(h.FD) }
 
+// pidfdSignalProcessGroup is PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+).
+const pidfdSignalProcessGroup = 1 << 2
+
+// SignalGroup sends sig to the process group that id leads, through id's
+// pidfd: the kernel resolves the members at once, and the group number
+// cannot name another group while id (alive or a zombie) holds it. It
+// returns ErrGone when id is reaped or its pid names another process, and
+// an error wrapping EINVAL on a kernel without the flag.
+func SignalGroup(id Ident, sig syscall.Signal) error {
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return ErrGone
+		}
+		return fmt.Errorf("pidfd_open(%d): %w", id.PID, err)
+	}
+	defer unix.Close(fd)
+	if st, err := ReadStat(id.PID); err != nil || st.Start != id.Start || st.PGID != id.PID {
+		return ErrGone
+	}
+	err = unix.PidfdSendSignal(fd, sig, nil, pidfdSignalProcessGroup)
+	if errors.Is(err, unix.ESRCH) {
+		return ErrGone
+	}
+	if err != nil {
+		return fmt.Errorf("signalling the process group of pid %d: %w", id.PID, err)
+	}
+	return nil
+}
+
 // Signal opens a verified pidfd for id, sends sig and closes it.
 // It never signals a pid whose start time differs from id.Start.
 func Signal(id Ident, sig syscall.Signal) error {

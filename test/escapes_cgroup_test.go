@@ -138,27 +138,35 @@ func routeE17(t *testing.T, rg rig) {
 	if !cgroupFS(unifiedRoot, cgroupV2Magic) {
 		testenv.Need(t, "no cgroup v2 at %s", unifiedRoot)
 	}
-	mark := newMark(t)
-	d, q := rg.dirs(t)
-	cg := testCgroup(t, unifiedRoot, mark, nil)
-	script(t, d, "member.sh", `echo $$ > '`+cg+`/cgroup.procs' || exit 3
+	// With a grace the member is known alive when the KILL pass begins;
+	// with none, the pass starts with cgroup.kill and must still look
+	// beyond the emptied cgroup and the group.
+	for _, grace := range []string{"1s", "0"} {
+		t.Run("grace-"+grace, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark(t)
+			d, q := rg.dirs(t)
+			cg := testCgroup(t, unifiedRoot, mark, nil)
+			script(t, d, "member.sh", `echo $$ > '`+cg+`/cgroup.procs' || exit 3
 trap "" TERM
 put member $$
 exec sleep 300
 `)
-	payload := script(t, d, "root.sh", `setsid bash "$GH_T/member.sh" &
+			payload := script(t, d, "root.sh", `setsid bash "$GH_T/member.sh" &
 await member
 exec sleep 300
 `)
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "1s")...)
-	member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(member) + "/cgroup")
-	if err != nil || !strings.Contains(string(b), "0::/"+filepath.Base(cg)+"\n") {
-		t.Fatalf("test shape: member %d is not in %s: %q %v", member, cg, b, err)
+			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", grace)...)
+			member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(member) + "/cgroup")
+			if err != nil || !strings.Contains(string(b), "0::/"+filepath.Base(cg)+"\n") {
+				t.Fatalf("test shape: member %d is not in %s: %q %v", member, cg, b, err)
+			}
+			r := h.Wait(20 * time.Second)
+			requireEnd(t, r, 124, false)
+			requireNoneLeft(t, mark)
+		})
 	}
-	r := h.Wait(20 * time.Second)
-	requireEnd(t, r, 124, false)
-	requireNoneLeft(t, mark)
 }
 
 // leftBehind notes the hold's own cgroup v2 of pid (when it has one): the

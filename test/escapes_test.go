@@ -241,6 +241,41 @@ exec sleep 300
 	requireNoneLeft(t, mark)
 }
 
+// A process from outside the lineage joins the payload's process group
+// (setpgid into it, from the same session) and ignores TERM. The group is
+// part of the union a teardown ends, with a grace and without one (where a
+// hold with a cgroup KILLs the group through its leader's pidfd instead of
+// walking /proc for it).
+//
+// Catches: a teardown that ends only the lineage and the cgroup.
+func TestGroupJoiner(t *testing.T) { forBackends(t, true, routeGroupJoiner) }
+
+func routeGroupJoiner(t *testing.T, rg rig) {
+	for _, grace := range []string{"0", "1s"} {
+		t.Run("grace-"+grace, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark(t)
+			d, q := rg.dirs(t)
+			payload := script(t, d, "root.sh", `put root $$; exec sleep 300`)
+			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", grace)...)
+			root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
+			joiner := exec.Command("bash", "-c", `trap "" TERM; exec sleep 300`)
+			joiner.Env = append(os.Environ(), markEnv+"="+mark)
+			joiner.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: root, Credential: rg.Cred}
+			if err := joiner.Start(); err != nil {
+				t.Fatalf("test shape: cannot start a process in the payload's group %d: %v", root, err)
+			}
+			go joiner.Wait() // reap it: a zombie is dead
+			if st := stat(t, joiner.Process.Pid); st.PGID != root {
+				t.Fatalf("test shape: the joiner is in group %d, not the payload's %d", st.PGID, root)
+			}
+			r := h.Wait(20 * time.Second)
+			requireEnd(t, r, 124, false)
+			requireNoneLeft(t, mark)
+		})
+	}
+}
+
 // E7: the grace is real: a child traps TERM, cleans up for half a second,
 // writes a marker file and exits.
 //

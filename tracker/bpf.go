@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,6 +170,21 @@ func (t *bpfTracker) LiveIn(s *Snapshot) []proc.Stat {
 		t.regroup(now, st.Ident, st.PPID, st.PGID, st.SID)
 	}
 	return live
+}
+
+// NoneAlive reads the lineage map: a member's entry goes when its last
+// thread exits, so an empty map (and no member lost to overflow) means no
+// member is alive, wherever it went.
+func (t *bpfTracker) NoneAlive() bool {
+	c, err := t.l.Counters()
+	if err != nil || c.Overflow > 0 {
+		return false
+	}
+	ms, err := t.l.Members()
+	if err != nil {
+		return false
+	}
+	return !slices.ContainsFunc(ms, func(m bpf.Member) bool { return m.PID != t.self })
 }
 
 // Changed is signalled on every fork and exit the kernel reports.

@@ -43,9 +43,10 @@ type procTracker struct {
 	sealed time.Time
 	count  Counters
 
-	stop chan struct{}
-	done chan struct{}
-	sigc chan os.Signal
+	stop  chan struct{}
+	done  chan struct{}
+	quiet chan struct{} // closed by Seal: the teardown's walks take over
+	sigc  chan os.Signal
 }
 
 type procMember struct {
@@ -81,6 +82,7 @@ func (t *procTracker) Started(root proc.Ident) error {
 	t.mu.Unlock()
 	t.stop = make(chan struct{})
 	t.done = make(chan struct{})
+	t.quiet = make(chan struct{})
 	t.sigc = make(chan os.Signal, 1)
 	signal.Notify(t.sigc, syscall.SIGCHLD)
 	// The payload is recorded now from its own stat; the walks that find
@@ -109,6 +111,8 @@ func (t *procTracker) loop() {
 	for {
 		select {
 		case <-t.stop:
+			return
+		case <-t.quiet:
 			return
 		case <-timer.C:
 		case <-t.sigc:
@@ -142,14 +146,14 @@ func (t *procTracker) Live() ([]proc.Stat, error) {
 // LiveIn is Live over the caller's walk.
 func (t *procTracker) LiveIn(s *Snapshot) []proc.Stat {
 	live, reap := t.members(s)
-	for _, pid := range reap {
-		t.reap(pid)
+	for _, st := range reap {
+		t.reapZombie(st)
 	}
 	return live
 }
 
 // members finds the live members in s and the adopted zombies to reap.
-func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []int) {
+func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -159,7 +163,7 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []int) {
 	s.descend([]int{t.self}, func(st proc.Stat) bool {
 		if st.Dead() {
 			if st.PPID == t.self && st.PID != t.root.PID {
-				reap = append(reap, st.PID)
+				reap = append(reap, st)
 			}
 			return true
 		}
@@ -267,12 +271,19 @@ func (t *procTracker) reapAdopted() {
 func (t *procTracker) reap(pid int) {
 	// Only our own zombie is reaped: its stat (read while it is a zombie,
 	// so the pid cannot be reused meanwhile) gives its identity.
-	st, err := proc.ReadStat(pid)
-	if err != nil || !st.Dead() {
-		return
+	if st, err := proc.ReadStat(pid); err == nil && st.Dead() {
+		t.reapZombie(st)
 	}
+}
+
+// reapZombie reaps our zombie child st, whose stat was read while it was a
+// zombie: only this process reaps its children, so the pid still names it
+// (the background reaper stops at Seal; before that, a reuse would need
+// the pid space to wrap around between a walk and this call).
+func (t *procTracker) reapZombie(st proc.Stat) {
+	pid := st.PID
 	var ws unix.WaitStatus
-	if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil {
+	if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil || got != pid {
 		return
 	}
 	t.mu.Lock()
@@ -301,11 +312,18 @@ func (t *procTracker) emit(ev Event) {
 func (t *procTracker) Changed() <-chan struct{} { return nil }
 
 // Seal notes the instant; procfs cannot stop forks, so the caller's KILL
-// passes repeat until nothing is left.
+// passes repeat until nothing is left. It also stops the background walks
+// and reaping: each KILL pass walks (LiveIn reaps what it finds), and a
+// reaper racing the kernel for the CPUs while a 10,000-process cgroup dies
+// only slows the dying.
 func (t *procTracker) Seal() error {
 	t.mu.Lock()
+	first := t.sealed.IsZero()
 	t.sealed = time.Now()
 	t.mu.Unlock()
+	if first && t.quiet != nil {
+		close(t.quiet)
+	}
 	return nil
 }
 

@@ -33,7 +33,7 @@ func TestPruneRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead.f.Close()
+	dead.die()
 	os.Chtimes(filepath.Join(dir, "dead.jsonl"), now.Add(-60*24*time.Hour), now.Add(-60*24*time.Hour))
 	// A hold still writing.
 	live, err := CreateRecord(filepath.Join(dir, "live.jsonl"), testHold())

@@ -295,11 +295,12 @@ func TestRecordReap(t *testing.T) {
 		t.Fatalf("append while the holder lives: %v, want ErrRecordBusy", err)
 	}
 	// The holder is SIGKILLed in the middle of a line.
+	w.flush()
 	torn := `{"type":"event","kind":"fork","time":"2025-01-02T03:04:05.04Z","pid":10`
 	if _, err := w.f.WriteString(torn); err != nil {
 		t.Fatal(err)
 	}
-	w.f.Close()
+	w.die()
 
 	rec, err := ReadRecord(path)
 	if err != nil {
@@ -493,6 +494,42 @@ func TestRecordSessionZero(t *testing.T) {
 		}
 		if p := rec.Process(idFound); !slices.Contains(p.Unknown, "sid") {
 			t.Errorf("%s: pid %d was only seen exiting, yet its sid is not called unknown (%v)", name, idFound.PID, p.Unknown)
+		}
+	}
+}
+
+// die is the writer's holder killed after its last batch was written: the
+// file is closed without the end line.
+func (w *RecordWriter) die() {
+	w.flush()
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.f.Close()
+}
+
+// A batch of lines reaches the file within flushDelay, without a header
+// update or Close to push it: a holder killed later leaves it all.
+func TestRecordBatchWrittenWithoutClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	w, err := CreateRecord(path, testHold())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 100 {
+		w.Event(Event{Kind: Fork, Time: at(i), Ident: id(2000+i, uint64(i+1)), PPID: 1000})
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(flushDelay) {
+		rec, err := ReadRecord(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Processes) == 100 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after 100 events, the file holds %d of them: batches are not written without Close", len(rec.Processes))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // record_write.go owns writing a lineage record: the hold streams it as JSON
-// lines (one write per line, so a hold killed mid-way leaves every line but
-// perhaps the last), and a successor appends a reap section to a dead
+// lines (whole lines only; events and fates in batches written within
+// flushDelay, the header at once, so a hold killed mid-way leaves every line
+// but those of its last few milliseconds), and a successor appends a reap section to a dead
 // holder's record. The writer holds an exclusive flock on the file for its
 // life, so an appender can tell a dead holder's record from a live one.
 package tracker
@@ -24,6 +25,16 @@ import (
 // holder is still writing it.
 var ErrRecordBusy = errors.New("record is locked by a live writer")
 
+// Events and fates are coalesced: a 10,000-process tree ending at once
+// costs a few dozen writes, not 20,000, on the CPUs the kernel needs to end
+// it. They are written at most flushDelay after the first of a batch, or as
+// soon as a batch holds flushBytes; the header, a reap section and the end
+// line are written at once, after whatever is pending.
+const (
+	flushDelay = 10 * time.Millisecond
+	flushBytes = 64 << 10
+)
+
 // RecordWriter streams one record. Its methods are safe to call from
 // several goroutines (the tracker's sink and the hold). Write errors are
 // sticky: later lines are dropped and counted, and Close returns the error.
@@ -40,6 +51,9 @@ type RecordWriter struct {
 	written   uint64 // dropped count in the last hold line written
 	err       error
 	closed    bool
+	pending   []byte      // whole lines not yet written
+	pendingEv uint64      // events among them (dropped if their write fails)
+	timer     *time.Timer // flushes pending, armed by the first pending line
 }
 
 // CreateRecord creates the record at path (and its directory) and writes
@@ -131,7 +145,9 @@ func (w *RecordWriter) Event(ev Event) {
 		return
 	}
 	w.events++
-	if !w.writeLocked(l) {
+	if w.writeLocked(l, false) {
+		w.pendingEv++
+	} else {
 		w.dropped++
 	}
 }
@@ -148,7 +164,7 @@ func (w *RecordWriter) Fate(id proc.Ident, fate Fate, at time.Time) {
 		w.err = fmt.Errorf("record %s: fate %q is not one the format knows (a bug in gpu-hold)", w.path, fate)
 		return
 	}
-	w.writeLocked(fateLine{Type: lineFate, Ident: id, Fate: fate, At: at})
+	w.writeLocked(fateLine{Type: lineFate, Ident: id, Fate: fate, At: at}, false)
 }
 
 // Update changes the header under the writer's lock and writes it again.
@@ -181,7 +197,7 @@ func (w *RecordWriter) Reap(r ReapInfo) {
 	r.TornTail = w.tornTail
 	by := r.By
 	w.reapBy = &by
-	w.writeLocked(reapLine{Type: lineReap, Reap: r})
+	w.writeLocked(reapLine{Type: lineReap, Reap: r}, true)
 }
 
 // Close writes the end line (with the dropped-event count first when
@@ -209,7 +225,10 @@ func (w *RecordWriter) Close() error {
 		}
 		end.By = by
 	}
-	w.writeLocked(end)
+	w.writeLocked(end, true)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 	if err := w.f.Close(); err != nil && w.err == nil {
 		w.err = fmt.Errorf("closing record %s: %v", w.path, err)
 	}
@@ -219,13 +238,15 @@ func (w *RecordWriter) Close() error {
 
 func (w *RecordWriter) writeHoldLocked() {
 	w.hold.DroppedEvents = w.dropped
-	if w.writeLocked(holdLine{lineHead: lineHead{V: RecordVersion, Type: lineHold}, Hold: w.hold}) {
+	if w.writeLocked(holdLine{lineHead: lineHead{V: RecordVersion, Type: lineHold}, Hold: w.hold}, true) {
 		w.written = w.dropped
 	}
 }
 
-// writeLocked writes v as one line in one write(2). It reports success.
-func (w *RecordWriter) writeLocked(v any) bool {
+// writeLocked adds v as one line, and writes it with whatever is pending
+// now (now) or within flushDelay. It reports success so far: a batch that
+// fails to write later counts its events as dropped.
+func (w *RecordWriter) writeLocked(v any, now bool) bool {
 	if w.err != nil {
 		return false
 	}
@@ -234,8 +255,37 @@ func (w *RecordWriter) writeLocked(v any) bool {
 		w.err = fmt.Errorf("record %s: cannot encode a line: %v", w.path, err)
 		return false
 	}
-	b = append(b, '\n')
-	if _, err := w.f.Write(b); err != nil {
+	w.pending = append(append(w.pending, b...), '\n')
+	switch {
+	case now || len(w.pending) >= flushBytes:
+		return w.flushLocked()
+	case w.timer == nil:
+		w.timer = time.AfterFunc(flushDelay, w.flush)
+	case len(w.pending) == len(b)+1: // the first line of a new batch
+		w.timer.Reset(flushDelay)
+	}
+	return true
+}
+
+// flush is the timer's: it writes what is pending.
+func (w *RecordWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.flushLocked()
+	}
+}
+
+// flushLocked writes the pending lines in one write(2).
+func (w *RecordWriter) flushLocked() bool {
+	if len(w.pending) == 0 {
+		return w.err == nil
+	}
+	_, err := w.f.Write(w.pending)
+	lost := w.pendingEv
+	w.pending, w.pendingEv = w.pending[:0], 0
+	if err != nil {
+		w.dropped += lost
 		w.err = fmt.Errorf("writing record %s: %v; the record stops here", w.path, err)
 		return false
 	}

@@ -79,7 +79,7 @@ func TestRenderTreeDeadHolder(t *testing.T) {
 	}
 	w.Event(Event{Kind: Fork, Time: at(0), Ident: idRoot, PPID: 500, PGID: 1000, SID: 900})
 	w.Event(Event{Kind: Exec, Time: at(1), Ident: idRoot, Filename: "/bin/x", Argv: []string{"x\x1b[2J"}})
-	w.f.Close() // killed: no end line
+	w.die()
 	rec, err := ReadRecord(path)
 	if err != nil {
 		t.Fatal(err)

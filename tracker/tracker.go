@@ -50,6 +50,16 @@ type Tracker interface {
 	Close() error
 }
 
+// Accounted is a Tracker whose kernel-side account of its lineage is
+// complete (the eBPF lineage map): it can tell that no member is alive
+// without a walk of /proc.
+type Accounted interface {
+	// NoneAlive reports that no lineage member is alive now. False when it
+	// is not certain: a member was lost (map overflow) or the account
+	// cannot be read.
+	NoneAlive() bool
+}
+
 // Counters are the tracker's own losses, reported in the record and in
 // metrics; never silently dropped.
 type Counters struct {
