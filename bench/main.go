@@ -144,7 +144,7 @@ func defaults(quick bool) config {
 		return config{Quick: true, SpawnSecs: 0.4, SpawnReps: 2, Sizes: []int{10, 300}, Shapes: []string{"wide", "bushy"},
 			TeardownReps: 1, StormCap: 200, StormReps: 1, Chain: 8, ChainReps: 1, E2EReps: 4, FootprintN: 1000}
 	}
-	return config{SpawnSecs: 2.5, SpawnReps: 5, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
+	return config{SpawnSecs: 2.5, SpawnReps: 7, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
 		TeardownReps: 3, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000}
 }
 

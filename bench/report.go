@@ -202,7 +202,7 @@ func (b *bench) markdown() string {
 		p("")
 		p("### 1-2. Spawn overhead and completeness")
 		p("")
-		p("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved bare/proc/bpf. Loop time is the spawner's own; gpu-hold CPU is the hold process's user+sys (rusage) over the whole hold.", s.N, s.RateHz, s.Repeats)
+		p("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved, the order of the modes rotating each repeat; the ratio is the median of each repeat's ratio to that repeat's bare run. Loop time is the spawner's own; gpu-hold CPU is the hold process's user+sys (rusage) over the whole hold.", s.N, s.RateHz, s.Repeats)
 		p("")
 		p("| mode | loop ms | ratio to bare | per-repeat ratio | gpu-hold CPU ms | lineage saw (of N) | lost / overflow / dropped |")
 		p("|---|---|---|---|---|---|---|")

@@ -18,7 +18,7 @@ import (
 type SpawnMode struct {
 	Mode      string `json:"mode"`    // bare, proc, bpf
 	LoopMS    Dist   `json:"loop_ms"` // the spawner's own loop time
-	Ratio     Num    `json:"ratio"`   // median loop / median bare loop
+	Ratio     Num    `json:"ratio"`   // median of the per-repeat ratios to bare
 	RepRatios Dist   `json:"rep_ratios"`
 	// HoldCPUMS (holds only): gpu-hold's own user+sys time over the whole
 	// hold (rusage), i.e. what following the spawner cost in user space.
@@ -64,8 +64,13 @@ func (b *bench) spawnSection() error {
 	modes := append([]string{"bare"}, b.cfg.Backends...)
 	loops := map[string][]float64{}
 	runs := map[string][]spawnRun{}
+	// The order of the modes rotates each repeat, so no mode always runs
+	// right after another; each mode's ratio is the median of its ratios
+	// to the bare run of the same repeat (paired, so drift between
+	// repeats cancels).
 	for rep := 0; rep < b.cfg.SpawnReps; rep++ {
-		for _, m := range modes {
+		for i := range modes {
+			m := modes[(i+rep)%len(modes)]
 			r, err := b.spawnOnce(m, n)
 			if err != nil {
 				return err
@@ -74,14 +79,13 @@ func (b *bench) spawnSection() error {
 			runs[m] = append(runs[m], r)
 		}
 	}
-	bare := summarize(loops["bare"]).Median
 	for _, m := range modes {
-		sm := SpawnMode{Mode: m, LoopMS: summarize(loops[m]), Ratio: Num(ratio(summarize(loops[m]).Median, bare))}
 		var rr []float64
 		for i := range loops[m] {
 			rr = append(rr, ratio(loops[m][i], loops["bare"][i]))
 		}
-		sm.RepRatios = summarize(rr)
+		sm := SpawnMode{Mode: m, LoopMS: summarize(loops[m]), RepRatios: summarize(rr)}
+		sm.Ratio = Num(sm.RepRatios.Median)
 		if m != "bare" {
 			sm.SeenMin, sm.ExecsMin = n+1<<30, n+1<<30
 			var cpu []float64

@@ -77,19 +77,39 @@ var (
 	execEventSize = int(unsafe.Sizeof(lineageExecEvent{}))
 )
 
+// Field offsets in a record: the generated structs' own layout.
+var (
+	offKind     = unsafe.Offsetof(lineageEvent{}.Kind)
+	offPid      = unsafe.Offsetof(lineageEvent{}.Pid)
+	offPpid     = unsafe.Offsetof(lineageEvent{}.Ppid)
+	offPgid     = unsafe.Offsetof(lineageEvent{}.Pgid)
+	offSid      = unsafe.Offsetof(lineageEvent{}.Sid)
+	offUid      = unsafe.Offsetof(lineageEvent{}.Uid)
+	offStartNs  = unsafe.Offsetof(lineageEvent{}.StartNs)
+	offTimeNs   = unsafe.Offsetof(lineageEvent{}.TimeNs)
+	offExitCode = unsafe.Offsetof(lineageEvent{}.ExitCode)
+	offFlags    = unsafe.Offsetof(lineageEvent{}.Flags)
+	offArgvLen  = unsafe.Offsetof(lineageExecEvent{}.ArgvLen)
+	offFilename = unsafe.Offsetof(lineageExecEvent{}.Filename)
+	offArgv     = unsafe.Offsetof(lineageExecEvent{}.Argv)
+	argvCap     = len(lineageExecEvent{}.Argv)
+	filenameCap = len(lineageExecEvent{}.Filename)
+)
+
 // decode parses one ring buffer record (host byte order: the generated
-// objects are little-endian only).
+// objects are little-endian only). Fields are read at their offsets, not
+// by reflection: the reader decodes every fork, exec and exit the lineage
+// makes, on the CPUs the payload is using.
 func decode(raw []byte) (Event, error) {
 	if len(raw) < eventSize {
 		return Event{}, fmt.Errorf("short ring buffer record: %d bytes", len(raw))
 	}
-	var h lineageEvent
-	if _, err := binary.Decode(raw, binary.NativeEndian, &h); err != nil {
-		return Event{}, fmt.Errorf("decoding ring buffer record: %w", err)
-	}
+	u32 := func(off uintptr) uint32 { return binary.NativeEndian.Uint32(raw[off:]) }
+	u64 := func(off uintptr) uint64 { return binary.NativeEndian.Uint64(raw[off:]) }
 	ev := Event{
-		Kind: Kind(h.Kind), PID: int(h.Pid), PPID: int(h.Ppid), PGID: int(h.Pgid), SID: int(h.Sid), UID: int(h.Uid),
-		StartNs: h.StartNs, TimeNs: h.TimeNs, Status: h.ExitCode, Flags: h.Flags,
+		Kind: Kind(u32(offKind)), PID: int(u32(offPid)), PPID: int(u32(offPpid)), PGID: int(u32(offPgid)),
+		SID: int(u32(offSid)), UID: int(u32(offUid)), StartNs: u64(offStartNs), TimeNs: u64(offTimeNs),
+		Status: int32(u32(offExitCode)), Flags: u32(offFlags),
 	}
 	if ev.Kind != KindExec {
 		return ev, nil
@@ -97,16 +117,12 @@ func decode(raw []byte) (Event, error) {
 	if len(raw) < execEventSize {
 		return Event{}, fmt.Errorf("short exec record: %d bytes", len(raw))
 	}
-	var x lineageExecEvent
-	if _, err := binary.Decode(raw, binary.NativeEndian, &x); err != nil {
-		return Event{}, fmt.Errorf("decoding exec record: %w", err)
+	name := raw[offFilename : offFilename+uintptr(filenameCap)]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
 	}
-	ev.Filename = cString(x.Filename[:])
-	n := min(int(x.ArgvLen), len(x.Argv))
-	argv := make([]byte, n)
-	for i := range argv {
-		argv[i] = byte(x.Argv[i])
-	}
+	ev.Filename = string(name)
+	argv := raw[offArgv : offArgv+uintptr(min(int(u32(offArgvLen)), argvCap))]
 	argv = bytes.TrimRight(argv, "\x00")
 	if len(argv) > 0 {
 		for _, a := range bytes.Split(argv, []byte{0}) {
@@ -114,17 +130,6 @@ func decode(raw []byte) (Event, error) {
 		}
 	}
 	return ev, nil
-}
-
-func cString(b []int8) string {
-	s := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		s = append(s, byte(c))
-	}
-	return string(s)
 }
 
 // Reader reads events from one lineage's ring buffer.

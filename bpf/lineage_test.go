@@ -20,7 +20,7 @@ import (
 
 func TestDecodeExec(t *testing.T) {
 	var x lineageExecEvent
-	x.Hdr = lineageEvent{Kind: uint32(KindExec), Pid: 42, Pgid: 40, Sid: 30, Uid: 1000, StartNs: 123_450_000_000, TimeNs: 7, Flags: EventArgvTruncated}
+	x.Hdr = lineageEvent{Kind: uint32(KindExec), Pid: 42, Ppid: 41, Pgid: 40, Sid: 30, Uid: 1000, StartNs: 123_450_000_000, TimeNs: 7, ExitCode: -5, Flags: EventArgvTruncated}
 	copy8(x.Filename[:], "/usr/bin/sleep")
 	args := "sleep\x00300\x00--x\x00"
 	copy8(x.Argv[:], args)
@@ -33,7 +33,7 @@ func TestDecodeExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Kind != KindExec || ev.PID != 42 || ev.PGID != 40 || ev.SID != 30 || ev.UID != 1000 || ev.Flags != EventArgvTruncated {
+	if ev.Kind != KindExec || ev.PID != 42 || ev.PPID != 41 || ev.PGID != 40 || ev.SID != 30 || ev.UID != 1000 || ev.TimeNs != 7 || ev.Status != -5 || ev.Flags != EventArgvTruncated {
 		t.Fatalf("header decoded as %+v", ev)
 	}
 	if NsToTicks(ev.StartNs) != 12345 {

@@ -334,8 +334,13 @@ func signalMarked(t *testing.T, pid int, mark string, sig syscall.Signal) {
 		t.Fatalf("pidfd_open(%d): %v", pid, err)
 	}
 	defer unix.Close(fd)
-	if !marks.Carries(pid, mark) || zombie(pid) {
-		t.Fatalf("pid %d no longer carries the test's marker", pid)
+	// An exec in progress shows an empty environment for a moment (the
+	// new program's name is set before its environment): look again
+	// briefly before concluding the pid is no longer ours.
+	for deadline := time.Now().Add(2 * time.Second); !marks.Carries(pid, mark) || zombie(pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d no longer carries the test's marker", pid)
+		}
 	}
 	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
 		t.Fatalf("pidfd_send_signal(%d, %v): %v", pid, sig, err)
