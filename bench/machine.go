@@ -1,5 +1,6 @@
 // machine.go owns the description of the machine a run measured: kernel,
-// CPUs, memory, limits and load, so a table is never read without it.
+// CPUs, memory, limits and load, so a table is never read without it; and
+// the wait for a quiet machine before each section.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,4 +73,47 @@ func loadavg() []float64 {
 		out = append(out, v)
 	}
 	return out
+}
+
+// settle waits, up to limit, until the machine is quiet: its CPUs at
+// least 90% idle over two windows of 250 ms in a row. The sections before
+// (10,000-process trees, thousands of spawns) leave the kernel reaping and
+// freeing for a while; a section started meanwhile measures that, not
+// itself.
+func settle(limit time.Duration) (time.Duration, bool) {
+	t0 := time.Now()
+	calm := 0
+	idle0, total0 := cpuTimes()
+	for time.Since(t0) < limit {
+		time.Sleep(250 * time.Millisecond)
+		idle, total := cpuTimes()
+		if total > total0 && float64(idle-idle0) >= 0.9*float64(total-total0) {
+			calm++
+		} else {
+			calm = 0
+		}
+		idle0, total0 = idle, total
+		if calm >= 2 {
+			return time.Since(t0), true
+		}
+	}
+	return time.Since(t0), false
+}
+
+// cpuTimes reads the idle (idle+iowait) and total jiffies of all CPUs from
+// the "cpu" line of /proc/stat.
+func cpuTimes() (idle, total uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseUint(f, 10, 64)
+		total += v
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return idle, total
 }

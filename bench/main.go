@@ -198,6 +198,9 @@ func (b *bench) run() int {
 		if !slices.Contains(b.cfg.Sections, s) {
 			continue
 		}
+		if waited, quiet := settle(20 * time.Second); !quiet {
+			progress("section %s: the machine did not settle in %.0fs; measuring anyway", s, waited.Seconds())
+		}
 		t0 := time.Now()
 		progress("section %s", s)
 		if err := steps[s](); err != nil {

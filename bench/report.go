@@ -186,7 +186,7 @@ func (b *bench) markdown() string {
 	if r.Config.Quick {
 		p("**-quick run: small N and few repeats; a smoke test, not the numbers to quote.**")
 	}
-	p("Times in ms as median [min..max] over repeats; ratios are of medians.")
+	p("Times in ms as median [min..max] over repeats; ratios are of medians, but spawn overhead's, which is the median of per-repeat ratios.")
 	p("")
 	p("| target | want | measured | status |")
 	p("|---|---|---|---|")
@@ -202,7 +202,7 @@ func (b *bench) markdown() string {
 		p("")
 		p("### 1-2. Spawn overhead and completeness")
 		p("")
-		p("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved, the order of the modes rotating each repeat; the ratio is the median of each repeat's ratio to that repeat's bare run. Loop time is the spawner's own; gpu-hold CPU is the hold process's user+sys (rusage) over the whole hold.", s.N, s.RateHz, s.Repeats)
+		p("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved, the order of the modes rotating each repeat; the ratio is the median of each repeat's ratio to that repeat's bare run; each run starts on a quiet machine. Loop time is the spawner's own; gpu-hold CPU is the hold process's user+sys (rusage) over the whole hold.", s.N, s.RateHz, s.Repeats)
 		p("")
 		p("| mode | loop ms | ratio to bare | per-repeat ratio | gpu-hold CPU ms | lineage saw (of N) | lost / overflow / dropped |")
 		p("|---|---|---|---|---|---|---|")
@@ -223,7 +223,7 @@ func (b *bench) markdown() string {
 		p("")
 		p("### 3. Teardown at scale")
 		p("")
-		p("floor: the same tree in a bare cgroup, one write to cgroup.kill until cgroup.events says `populated 0`; pid-loop: pidfd SIGKILL per pid listed in cgroup.procs (cgroup checked), repeated until unpopulated; holds: the \"max hold reached\" log line to the hold's exit. Cooperative trees run with -g 10s, TERM-ignoring with -g 0. Ratio to the floor in brackets.")
+		p("floor: the same tree in a bare cgroup, one write to cgroup.kill until cgroup.events says `populated 0`; pid-loop: pidfd SIGKILL per pid listed in cgroup.procs (cgroup checked), repeated until unpopulated; holds: the \"max hold reached\" log line to the hold's exit. Cooperative trees run with -g 10s, TERM-ignoring with -g 0. Every run (and every floor kill) starts on a quiet machine (CPUs 90% idle for 0.5 s, waited for up to 10 s). Ratio to the floor in brackets.")
 		p("")
 		var heads []string
 		for _, tm := range r.Teardown[0].Modes {

@@ -71,6 +71,7 @@ func (b *bench) spawnSection() error {
 	for rep := 0; rep < b.cfg.SpawnReps; rep++ {
 		for i := range modes {
 			m := modes[(i+rep)%len(modes)]
+			settle(10 * time.Second)
 			r, err := b.spawnOnce(m, n)
 			if err != nil {
 				return err
