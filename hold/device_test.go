@@ -56,6 +56,14 @@ func holdOpen(t *testing.T, path string) (*exec.Cmd, proc.Ident) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Start returns once the exec is past its point of no return, a moment
+	// before the new program's argv is in place: wait for it, or a scan
+	// may see the holder with no command yet.
+	for deadline := time.Now().Add(5 * time.Second); len(proc.Cmdline(cmd.Process.Pid, 4, 64)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep (pid %d) has no argv 5 s after its start", cmd.Process.Pid)
+		}
+	}
 	st, err := proc.ReadStat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
