@@ -15,7 +15,8 @@ import (
 // hold's critical path, and the CPUs are otherwise idle by then.
 const parallelWalk = 2048
 
-// Walk calls fn with the stat of every process in /proc, from one goroutine.
+// Walk calls fn with the stat of every process in /proc; fn is called from
+// the caller's goroutine only.
 // Processes that vanish mid-walk are skipped. It reads nothing but stat.
 func Walk(fn func(Stat)) error {
 	d, err := os.Open("/proc")
@@ -36,14 +37,16 @@ func Walk(fn func(Stat)) error {
 			pids = append(pids, pid)
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(pids)/(parallelWalk/2))
+	walkPids(pids, min(runtime.GOMAXPROCS(0), len(pids)/(parallelWalk/2)), fn)
+	return nil
+}
+
+// walkPids reads the stats of pids on up to workers goroutines and calls fn
+// with them, in the order of pids, from the caller's goroutine.
+func walkPids(pids []int, workers int, fn func(Stat)) {
 	if workers < 2 {
-		for _, pid := range pids {
-			if st, err := ReadStat(pid); err == nil {
-				fn(st)
-			}
-		}
-		return nil
+		readStats(pids, fn)
+		return
 	}
 	parts := make([][]Stat, workers)
 	var wg sync.WaitGroup
@@ -53,11 +56,7 @@ func Walk(fn func(Stat)) error {
 		go func() {
 			defer wg.Done()
 			out := make([]Stat, 0, hi-lo)
-			for _, pid := range pids[lo:hi] {
-				if st, err := ReadStat(pid); err == nil {
-					out = append(out, st)
-				}
-			}
+			readStats(pids[lo:hi], func(st Stat) { out = append(out, st) })
 			parts[w] = out
 		}()
 	}
@@ -67,5 +66,13 @@ func Walk(fn func(Stat)) error {
 			fn(st)
 		}
 	}
-	return nil
+}
+
+// readStats calls fn with the stat of each pid still there.
+func readStats(pids []int, fn func(Stat)) {
+	for _, pid := range pids {
+		if st, err := ReadStat(pid); err == nil {
+			fn(st)
+		}
+	}
 }

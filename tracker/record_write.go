@@ -1,8 +1,8 @@
 // record_write.go owns writing a lineage record: the hold streams it as JSON
 // lines (whole lines only; events and fates in batches written within
-// flushDelay, the header at once, so a hold killed mid-way leaves every line
-// but those of its last few milliseconds), and a successor appends a reap section to a dead
-// holder's record. The writer holds an exclusive flock on the file for its
+// flushDelay, the header at once, so a hold killed mid-way leaves every
+// line but those of its last few milliseconds), and a successor appends a
+// reap section to a dead holder's record. The writer holds an exclusive flock on the file for its
 // life, so an appender can tell a dead holder's record from a live one.
 package tracker
 
