@@ -223,7 +223,7 @@ func (b *bench) markdown() string {
 		p("")
 		p("### 3. Teardown at scale")
 		p("")
-		p("floor: the same tree in a bare cgroup, one write to cgroup.kill until cgroup.events says `populated 0`; pid-loop: pidfd SIGKILL per pid listed in cgroup.procs (cgroup checked), repeated until unpopulated; holds: the \"max hold reached\" log line to the hold's exit. Cooperative trees run with -g 10s, TERM-ignoring with -g 0. Every run (and every floor kill) starts on a quiet machine (CPUs 90% idle for 0.5 s, waited for up to 10 s). Ratio to the floor in brackets.")
+		p("floor: the same tree in a bare cgroup, one write to cgroup.kill until cgroup.events says `populated 0`; pid-loop: pidfd SIGKILL per pid listed in cgroup.procs (cgroup checked), repeated until unpopulated; holds: the \"max hold reached\" log line to the hold's exit. Cooperative trees run with -g 10s, TERM-ignoring with -g 0. Every run (and every floor kill) starts on a quiet machine (CPUs 90%% idle for 0.5 s, waited for up to 10 s). Ratio to the floor in brackets.")
 		p("")
 		var heads []string
 		for _, tm := range r.Teardown[0].Modes {
