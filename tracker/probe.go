@@ -18,9 +18,10 @@ const notPermitted = "not permitted: loading tracing programs needs root, or CAP
 
 // ProbeBPF says why the eBPF backend cannot be used here, or nil: not
 // permitted (capabilities), no kernel BTF, a kernel too old for the seal's
-// kfunc, a pid namespace other than the host's, or the kernel refusing to load or attach the programs (with the
-// verifier's reason). It loads and attaches a throwaway copy of the programs
-// once per process, and remembers the answer.
+// kfunc, a pid namespace other than the host's, or the kernel refusing to
+// load or attach the programs (with the verifier's reason). It loads and
+// attaches a throwaway copy of the programs once per process, and
+// remembers the answer.
 func ProbeBPF() error { return probeBPF() }
 
 func probeBPFOnce() error {
