@@ -22,20 +22,27 @@ type Handle struct {
 // Open opens a pidfd for id. It returns ErrGone when the pid does not exist,
 // has exited (zombie), or now names a different process.
 func Open(id Ident) (*Handle, error) {
+	h, _, err := open(id, false)
+	return h, err
+}
+
+// open opens a pidfd for id and checks, through the stat it returns, that
+// the pid still names id (and that id is alive, unless zombieOK).
+func open(id Ident, zombieOK bool) (*Handle, Stat, error) {
 	fd, err := unix.PidfdOpen(id.PID, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return nil, ErrGone
+			return nil, Stat{}, ErrGone
 		}
-		return nil, fmt.Errorf("pidfd_open(%d): %w", id.PID, err)
+		return nil, Stat{}, fmt.Errorf("pidfd_open(%d): %w", id.PID, err)
 	}
 	// The fd now pins this pid; check it still is the process we mean.
 	st, err := ReadStat(id.PID)
-	if err != nil || st.Start != id.Start || st.Dead() {
+	if err != nil || st.Start != id.Start || (st.Dead() && !zombieOK) {
 		unix.Close(fd)
-		return nil, ErrGone
+		return nil, Stat{}, ErrGone
 	}
-	return &Handle{Ident: id, FD: fd}, nil
+	return &Handle{Ident: id, FD: fd}, st, nil
 }
 
 // Signal sends sig through the pidfd. A process that exited meanwhile yields ErrGone.
@@ -66,18 +73,15 @@ const pidfdSignalProcessGroup = 1 << 2
 // returns ErrGone when id is reaped or its pid names another process, and
 // an error wrapping EINVAL on a kernel without the flag.
 func SignalGroup(id Ident, sig syscall.Signal) error {
-	fd, err := unix.PidfdOpen(id.PID, 0)
+	h, st, err := open(id, true)
 	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return ErrGone
-		}
-		return fmt.Errorf("pidfd_open(%d): %w", id.PID, err)
+		return err
 	}
-	defer unix.Close(fd)
-	if st, err := ReadStat(id.PID); err != nil || st.Start != id.Start || st.PGID != id.PID {
+	defer h.Close()
+	if st.PGID != id.PID {
 		return ErrGone
 	}
-	err = unix.PidfdSendSignal(fd, sig, nil, pidfdSignalProcessGroup)
+	err = unix.PidfdSendSignal(h.FD, sig, nil, pidfdSignalProcessGroup)
 	if errors.Is(err, unix.ESRCH) {
 		return ErrGone
 	}

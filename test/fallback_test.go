@@ -7,6 +7,7 @@ package test
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -97,6 +98,7 @@ func TestBPFRefusedInPidNamespace(t *testing.T) {
 			cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "--",
 				bin, "--dir", q, "--log-format", "json", c.track, "--", "touch", filepath.Join(d, "ran"))
 			var stderr strings.Builder
+			cmd.Env = append(os.Environ(), markEnv+"="+newMark(t))
 			cmd.Stderr = &stderr
 			err := cmd.Run()
 			code := 0
