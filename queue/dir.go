@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,6 +37,11 @@ type dirQueue struct {
 	gid      uint32
 	euid     int
 	warn     func(string)
+
+	seenMu sync.Mutex
+	seen   map[string]seenTicket // tickets read before, for scanFor
+
+	wakes atomic.Int64 // times a waiter of this handle woke from its poll
 }
 
 // resourceNameOK reports whether name is 1 to 64 of letters, digits, '.',

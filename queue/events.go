@@ -1,8 +1,11 @@
 // events.go owns what a waiter sleeps on, all in one poll(2): inotify on
-// the resource dir (tickets appearing, vanishing, renamed; overflow), inotify
-// on the token file (closed: a holder released), the pidfds of the holder
-// and of the tickets ahead (their exit, even by SIGKILL), and an eventfd
-// kicked when the caller's context ends. There is no poll quantum.
+// the resource dir (tickets appearing, vanishing, renamed; overflow) and on
+// the token file (closed: a holder released) for the waiter first in line,
+// inotify on just two tickets (its own and the one ahead) for a waiter
+// further back, the pidfds of the holder and of the tickets ahead (their
+// exit, even by SIGKILL), and an eventfd kicked when the caller's context
+// ends. There is no poll quantum, and a hand-off wakes only the waiters it
+// can move, not the whole queue.
 package queue
 
 import (
@@ -12,6 +15,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -26,23 +30,143 @@ type events struct {
 	mu     sync.Mutex
 	closed bool // kick is closed: a late kickNow must not write to a reused fd
 	noTok  bool // the token file is not watched (degraded)
-	tokWD  int
+	noDir  bool // the directory is not watched (degraded)
+	tokWD  int  // -1: the token is not watched
 	tokIno uint64
+	dirWD  int                     // -1: the directory is not watched
+	files  map[int32]watchedTicket // per-ticket watches, by wd
 	pids   map[proc.Ident]*proc.Handle
 	buf    []byte
-	names  map[string]bool // when set, only these entries' events wake wait
+	names  map[string]bool // when set, only these entries' events in the directory wake wait
+	wakes  *atomic.Int64   // counts poll returns (the queue handle's)
 }
 
-// only makes wait wake for the directory's own events and for entries
-// named names only (not the token, not other tickets); no names: for all.
-func (e *events) only(names ...string) {
-	if len(names) == 0 {
-		e.names = nil
-		return
+// watchedTicket is one ticket file watched on its own.
+type watchedTicket struct {
+	name     string
+	dev, ino uint64
+}
+
+// ticketEvents wake a waiter for one ticket file: unlinked or replaced by a
+// rename (its link count changes), or freed.
+const ticketEvents = unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+
+// watchAll makes wait wake for every entry of the directory and for the
+// token: for the waiter first in line, or one that shows its place. It
+// reports whether a watch was added (events before it were not seen: the
+// caller looks again before it sleeps).
+func (e *events) watchAll(q *dirQueue, tl *tokenLock) (added bool) {
+	e.names = nil
+	if e.in < 0 {
+		return false
 	}
-	e.names = make(map[string]bool, len(names))
-	for _, n := range names {
-		e.names[n] = true
+	e.unwatchTickets()
+	added = e.watchDir(q)
+	if e.tokWD < 0 || e.tokIno != tl.ino {
+		e.watchToken(q, tl)
+		added = added || e.tokWD >= 0
+	}
+	return added
+}
+
+// watchDir watches the directory our fd names (not whatever its path names
+// now) for entries appearing, vanishing and being renamed.
+func (e *events) watchDir(q *dirQueue) (added bool) {
+	if e.dirWD >= 0 {
+		return false
+	}
+	wd, err := unix.InotifyAddWatch(e.in, fdPath(q.fd), dirEvents)
+	if err != nil {
+		q.warnf("inotify-dir", "cannot watch %s with inotify (%v): waiting re-checks the queue every %v instead of at once; raise fs.inotify.max_user_watches", q.path, err, degradedRecheck)
+		e.noDir = true
+		return false
+	}
+	e.dirWD, e.noDir = wd, false
+	return true
+}
+
+// watchTickets makes wait wake only for the given tickets (a waiter's own
+// and the one directly ahead of it), each watched on its own file so that
+// nothing else in the queue wakes it. A ticket that is not the file the
+// caller scanned (gone or replaced since) reports added, so the caller
+// looks again. Where a ticket cannot be watched on its own (out of
+// watches), the directory is watched with a filter on these names instead.
+func (e *events) watchTickets(q *dirQueue, ts ...watchedTicket) (added bool) {
+	if e.in < 0 {
+		return false
+	}
+	want := map[watchedTicket]bool{}
+	for _, t := range ts {
+		want[t] = true
+	}
+	for wd, t := range e.files {
+		if !want[t] {
+			unix.InotifyRmWatch(e.in, uint32(wd))
+			delete(e.files, wd)
+		}
+	}
+	have := map[watchedTicket]bool{}
+	for _, t := range e.files {
+		have[t] = true
+	}
+	fallback, filesAdded := false, false
+	for _, t := range ts {
+		if have[t] {
+			continue
+		}
+		fd, st, err := q.openRegular(t.name, unix.O_RDONLY)
+		switch {
+		case errors.Is(err, unix.ENOENT), errors.Is(err, errChanged):
+			added = true // gone or replaced since the scan: look again
+			continue
+		case err != nil:
+			fallback = true
+			continue
+		case st.Dev != t.dev || st.Ino != t.ino:
+			unix.Close(fd)
+			added = true
+			continue
+		}
+		// Through our fd's magic link: the very file opened and checked.
+		wd, err := unix.InotifyAddWatch(e.in, fdPath(fd), ticketEvents)
+		unix.Close(fd)
+		if err != nil {
+			fallback = true
+			continue
+		}
+		e.files[int32(wd)], filesAdded = t, true
+		have[t] = true
+	}
+	if e.tokWD >= 0 {
+		unix.InotifyRmWatch(e.in, uint32(e.tokWD))
+		e.tokWD = -1
+	}
+	if fallback {
+		// The directory stays watched, filtered by name (the ticket
+		// watches just added go again: they do not count as added).
+		e.unwatchTickets()
+		if e.watchDir(q) {
+			added = true
+		}
+		e.names = map[string]bool{}
+		for _, t := range ts {
+			e.names[t.name] = true
+		}
+		return added
+	}
+	e.names = nil
+	if e.dirWD >= 0 {
+		unix.InotifyRmWatch(e.in, uint32(e.dirWD))
+		e.dirWD = -1
+	}
+	return added || filesAdded
+}
+
+// unwatchTickets removes the per-ticket watches.
+func (e *events) unwatchTickets() {
+	for wd := range e.files {
+		unix.InotifyRmWatch(e.in, uint32(wd))
+		delete(e.files, wd)
 	}
 }
 
@@ -61,11 +185,12 @@ func newEvents(q *dirQueue) (*events, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eventfd: %v (too many open files? raise ulimit -n)", err)
 	}
-	e := &events{in: -1, kick: kick, tokWD: -1, pids: map[proc.Ident]*proc.Handle{}, buf: make([]byte, 64<<10)}
+	e := &events{in: -1, kick: kick, tokWD: -1, dirWD: -1, wakes: &q.wakes, files: map[int32]watchedTicket{}, pids: map[proc.Ident]*proc.Handle{}, buf: make([]byte, 64<<10)}
 	in, err := inotifyInit(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err == nil {
 		// Watch the very directory our fd names, not whatever the path names now.
-		if _, err = unix.InotifyAddWatch(in, fdPath(q.fd), dirEvents); err != nil {
+		if e.dirWD, err = unix.InotifyAddWatch(in, fdPath(q.fd), dirEvents); err != nil {
+			e.dirWD = -1
 			unix.Close(in)
 		}
 	}
@@ -83,7 +208,7 @@ var inotifyInit = unix.InotifyInit1
 // degradedRecheck bounds the re-check period when inotify is unavailable.
 const degradedRecheck = 200 * time.Millisecond
 
-func (e *events) degraded() bool { return e.in < 0 || e.noTok }
+func (e *events) degraded() bool { return e.in < 0 || e.noTok || e.noDir }
 
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
@@ -164,6 +289,7 @@ func (e *events) wait(timeout time.Duration) error {
 			ms = int(min((max(time.Until(deadline), 0)+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
 		}
 		n, err := unix.Poll(fds, ms)
+		e.wakes.Add(1)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("poll: %v", err)
 		}
@@ -182,15 +308,17 @@ func (e *events) wait(timeout time.Duration) error {
 		}
 		var b [8]byte
 		unix.Read(e.kick, b[:])
-		if relevant || e.names == nil {
+		if relevant {
 			return nil
 		}
 	}
 }
 
 // matters reports whether a batch of inotify events holds one that can
-// move this waiter: an overflow or the directory itself, or an entry that
-// only() named.
+// move this waiter: an overflow, the directory itself going, any event of a
+// ticket watched on its own or of the token, or an entry of the directory
+// when no filter is set or the filter names it. The IN_IGNORED of a watch
+// this waiter removed itself does not matter.
 func (e *events) matters(buf []byte) bool {
 	for len(buf) >= unix.SizeofInotifyEvent {
 		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[0]))
@@ -198,12 +326,17 @@ func (e *events) matters(buf []byte) bool {
 		if end > len(buf) {
 			return true
 		}
-		if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0 {
+		_, file := e.files[ev.Wd]
+		switch {
+		case ev.Mask&unix.IN_Q_OVERFLOW != 0, file:
 			return true
-		}
-		if int(ev.Wd) != e.tokWD && ev.Len > 0 {
-			name := string(bytes.TrimRight(buf[unix.SizeofInotifyEvent:end], "\x00"))
-			if e.names[name] {
+		case int(ev.Wd) == e.tokWD && e.tokWD >= 0:
+			return true
+		case int(ev.Wd) == e.dirWD && e.dirWD >= 0:
+			if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0 || e.names == nil {
+				return true
+			}
+			if ev.Len > 0 && e.names[string(bytes.TrimRight(buf[unix.SizeofInotifyEvent:end], "\x00"))] {
 				return true
 			}
 		}

@@ -60,7 +60,6 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 			tok.close()
 		}
 	}()
-	ev.watchToken(w.q, tok)
 	stop := context.AfterFunc(ctx, ev.kickNow)
 	defer stop()
 
@@ -72,7 +71,7 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 			w.drop()
 			return nil, ErrRemoved
 		}
-		snap, err := w.q.scan()
+		snap, err := w.q.scanFor(w.e.Seq)
 		if err != nil {
 			w.Cancel()
 			return nil, err
@@ -135,10 +134,17 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 				break
 			}
 		}
+		var added bool
 		if quiet {
-			ev.only(w.e.name, ahead[len(ahead)-1].name)
+			last := &ahead[len(ahead)-1]
+			added = ev.watchTickets(w.q, watchedTicket{w.e.name, w.e.dev, w.e.ino}, watchedTicket{last.name, last.dev, last.ino})
 		} else {
-			ev.only()
+			added = ev.watchAll(w.q, tok)
+		}
+		if added {
+			// Something may have changed between the scan and the new
+			// watches: look again, now watched, before sleeping.
+			continue
 		}
 		if ev.watchPids(watch) {
 			unsure = true
@@ -222,7 +228,7 @@ func (w *waiter) tryNow() (g Grant, done bool, err error) {
 	if w.removed() {
 		return nil, false, nil // the loop reports it
 	}
-	snap, err := w.q.scan()
+	snap, err := w.q.scanFor(w.e.Seq)
 	if err != nil {
 		return nil, false, nil // the loop reports it
 	}
@@ -249,7 +255,7 @@ func (w *waiter) grant(tok *tokenLock) (Grant, error) {
 		w.drop()
 		return nil, ErrRemoved
 	}
-	snap, err := w.q.scan()
+	snap, err := w.q.scanFor(w.e.Seq)
 	if err != nil {
 		tok.close()
 		w.Cancel()

@@ -1,0 +1,170 @@
+// wake_test.go covers what a hand-off costs the rest of the queue: only the
+// waiters it can move wake, and a waiter's scan does not re-read the
+// tickets behind it, yet never misses one of them taking the token.
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// settled waits until no handle's wake count moved for 200 ms and returns
+// the counts.
+func settled(t *testing.T, qs []*testQueue) []int64 {
+	t.Helper()
+	read := func() []int64 {
+		out := make([]int64, len(qs))
+		for i, q := range qs {
+			out[i] = q.wakes.Load()
+		}
+		return out
+	}
+	last, since := read(), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		now := read()
+		if fmt.Sprint(now) != fmt.Sprint(last) {
+			last, since = now, time.Now()
+			continue
+		}
+		if time.Since(since) >= 200*time.Millisecond {
+			return now
+		}
+	}
+	t.Fatalf("the waiters never settled: wake counts still moving (%v)", last)
+	return nil
+}
+
+// TestHandOffWakesOnlyWhomItMoves: with eight waiters queued, a hand-off
+// wakes the first in line (the release moves it) and the second (the grant
+// makes it first), and no one behind them. A queue whose every waiter
+// watches the whole directory wakes all eight on each release and grant:
+// with dozens queued, that is milliseconds of CPU on the hand-off's path.
+func TestHandOffWakesOnlyWhomItMoves(t *testing.T) {
+	dir := t.TempDir()
+	holder := openQ(t, dir, "gpu")
+	g0 := take(t, holder, "holder")
+
+	const n = 8
+	qs := make([]*testQueue, n)
+	grants := make(chan Grant, n)
+	errs := make(chan error, n)
+	ctx := ctxT(t, 30*time.Second)
+	for i := range qs {
+		qs[i] = openQ(t, dir, "gpu")
+		w, err := qs[i].Enqueue(Ticket{Label: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			g, err := w.Wait(ctx, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			grants <- g
+		}()
+	}
+	before := settled(t, qs)
+	if err := g0.Release(); err != nil {
+		t.Fatal(err)
+	}
+	var g Grant
+	select {
+	case g = <-grants:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-ctx.Done():
+		t.Fatal("no waiter got the released token")
+	}
+	if g.Ticket().Label != "0" {
+		t.Fatalf("waiter %s got the token, want 0 (first in line)", g.Ticket().Label)
+	}
+	after := settled(t, qs)
+	if after[0] == before[0] {
+		t.Errorf("the first waiter got the token without waking (counts %v -> %v): the count is broken", before, after)
+	}
+	for i := 2; i < n; i++ {
+		if after[i] != before[i] {
+			t.Errorf("waiter %d woke %d times on a hand-off that cannot move it (wakes %v -> %v)", i, after[i]-before[i], before, after)
+		}
+	}
+	// The rest of the chain still runs in order.
+	for i := 1; i <= n; i++ {
+		if err := g.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if i == n {
+			break
+		}
+		select {
+		case g = <-grants:
+		case err := <-errs:
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatalf("the chain stopped after %d hand-offs", i)
+		}
+		if g.Ticket().Label != fmt.Sprint(i) {
+			t.Fatalf("waiter %s got the token, want %d", g.Ticket().Label, i)
+		}
+	}
+}
+
+// TestScanForSeesATicketBehindTakeTheToken: a waiter's scan takes the
+// waiting tickets behind it from its earlier reading, unprobed; a ticket
+// behind it that is replaced by a granted one (a reaper's, say) is read
+// again, so the waiter sees the holder; a full scan reads everything.
+func TestScanForSeesATicketBehindTakeTheToken(t *testing.T) {
+	dir := t.TempDir()
+	q := openQ(t, dir, "gpu")
+	wa, err := q.Enqueue(Ticket{Label: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := q.Enqueue(Ticket{Label: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := wa.(*waiter), wb.(*waiter)
+	s, err := q.scanFor(a.e.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.tickets) != 2 || s.tickets[1].unprobed {
+		t.Fatalf("first scan: %+v, want both tickets, b read", s.tickets)
+	}
+	s, _ = q.scanFor(a.e.Seq)
+	if !s.tickets[1].unprobed || !s.tickets[1].live {
+		t.Errorf("second scan: b %+v, want it from the first reading (unprobed, counted live)", s.tickets[1])
+	}
+	if _, h := s.position(q.dirQueue, a.e.Seq); h != nil {
+		t.Fatalf("holder %+v before anyone took the token", h)
+	}
+
+	// b's ticket is replaced by a granted one, as a grant publishes it.
+	tk := b.e.Ticket
+	tk.Granted = time.Now()
+	js, _ := json.Marshal(tk)
+	fd, _, err := q.publish(b.e.name, append(js, '\n'), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	s, err = q.scanFor(a.e.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, h := s.position(q.dirQueue, a.e.Seq); h == nil || h.Seq != b.e.Seq {
+		t.Fatalf("after b's ticket was granted, holder %+v, want b (ticket %d)", h, b.e.Seq)
+	}
+	full, _ := q.scan()
+	for _, e := range full.tickets {
+		if e.unprobed {
+			t.Errorf("a full scan left ticket %d unprobed", e.Seq)
+		}
+	}
+}
