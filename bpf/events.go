@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 )
 
 // Kind is an event's kind (enum event_kind in lineage.bpf.c).
@@ -134,13 +135,11 @@ func decode(raw []byte) (Event, error) {
 
 // Reader reads events from one lineage's ring buffer.
 type Reader struct {
-	rd  *ringbuf.Reader
-	rec ringbuf.Record
+	rd    *ringbuf.Reader
+	rec   ringbuf.Record
+	woken chan struct{}
+	wf    *os.File // the ring buffer, in Go's netpoller (nil: no wake-ups)
 }
-
-// ErrFlushed is returned by Read after Flush, once the events that were in
-// the buffer have been read; after Close, Read returns ringbuf.ErrClosed.
-var ErrFlushed = ringbuf.ErrFlushed
 
 // NewReader opens a reader on the lineage's ring buffer. One reader at a time.
 func (l *Lineage) NewReader() (*Reader, error) {
@@ -151,31 +150,80 @@ func (l *Lineage) NewReader() (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the lineage ring buffer: %w", err)
 	}
-	return &Reader{rd: rd}, nil
+	r := &Reader{rd: rd, woken: make(chan struct{}, 1)}
+	r.watch(l.maps.Events.FD())
+	return r, nil
 }
 
-// Read blocks until the next event. After Close or Flush (once the buffer
-// has been read to its end) it returns an error for which IsClosed is true.
-func (r *Reader) Read() (Event, error) {
-	if err := r.rd.ReadInto(&r.rec); err != nil {
-		return Event{}, err
+// Woken receives when the programs woke the reader: the buffer is half
+// full, and a reader that drains only on its period should drain now.
+func (r *Reader) Woken() <-chan struct{} { return r.woken }
+
+// watch turns the programs' wake-ups into sends on woken through Go's
+// netpoller, so that no thread sleeps in epoll_wait for them. Without it
+// (the fd cannot join the netpoller) the reader only drains on its period.
+func (r *Reader) watch(mapFD int) {
+	fd, err := unix.FcntlInt(uintptr(mapFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
 	}
-	return decode(r.rec.RawSample)
+	// O_NONBLOCK is what makes os.NewFile register the fd with the
+	// netpoller (edge-triggered: one readiness per wake-up).
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return
+	}
+	f := os.NewFile(uintptr(fd), "lineage ring buffer")
+	rc, err := f.SyscallConn()
+	if err != nil || f.SetReadDeadline(time.Time{}) != nil { // the deadline call fails unless polled
+		f.Close()
+		return
+	}
+	r.wf = f
+	go func() {
+		first := true
+		rc.Read(func(uintptr) bool { // returns when f is closed
+			if !first {
+				select {
+				case r.woken <- struct{}{}:
+				default:
+				}
+			}
+			first = false
+			return false // wait for the next readiness
+		})
+	}()
 }
 
-// SetDeadline makes Read return what is in the buffer, then an error for
-// which IsDeadline is true, once t has passed. The programs wake the reader
-// only when the buffer is half full, so a reader drains it on a deadline.
-func (r *Reader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+// Drain hands fn every event in the buffer now, in order, and returns
+// without waiting for more; bad counts the records that did not decode. Its
+// error is not nil only when the reader is closed. The programs do not wake
+// a reader for each event, and a reader that sleeps in epoll_wait between
+// batches costs a Go process far more wake-ups than the events themselves
+// (the runtime hands off the blocked thread's P): the tracker drains on a
+// Go timer instead.
+func (r *Reader) Drain(fn func(Event)) (bad int, err error) {
+	r.rd.SetDeadline(time.Now().Add(-time.Millisecond)) // epoll_wait with no wait
+	for {
+		if err := r.rd.ReadInto(&r.rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return bad, nil
+			}
+			return bad, err
+		}
+		e, err := decode(r.rec.RawSample)
+		if err != nil {
+			bad++
+			continue
+		}
+		fn(e)
+	}
+}
 
-// IsDeadline reports whether err says Read's deadline passed.
-func IsDeadline(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
-
-// Flush makes Read return what is in the buffer now, then ErrFlushed.
-func (r *Reader) Flush() error { return r.rd.Flush() }
-
-// Close interrupts Read and frees the reader.
-func (r *Reader) Close() error { return r.rd.Close() }
-
-// IsClosed reports whether err says the reader was closed or flushed.
-func IsClosed(err error) bool { return errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ErrFlushed) }
+// Close frees the reader.
+func (r *Reader) Close() error {
+	if r.wf != nil {
+		r.wf.Close()
+	}
+	return r.rd.Close()
+}

@@ -139,15 +139,17 @@ const struct exec_event *unused_exec_event __attribute__((unused));
 
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym;
 
-/* Wake the reader only when the buffer is half full: a wake-up per event
- * costs an inter-processor interrupt (an MSR write, a VM exit on a guest),
- * which on a spawn-heavy payload costs more than everything else here. The
- * reader drains the buffer on its own every few tens of milliseconds. */
+/* Wake the reader only when the buffer is half full (of the size it was
+ * loaded with): a wake-up per event costs an inter-processor interrupt (an
+ * MSR write, a VM exit on a guest), which on a spawn-heavy payload costs
+ * more than everything else here. The reader drains the buffer on its own
+ * every few tens of milliseconds; the wake-up is for bursts. */
 static __always_inline void submit(void *e)
 {
 	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
 
-	bpf_ringbuf_submit(e, avail > EVENTS_BYTES / 2 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, avail > size / 2 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* Reserve an event; a full buffer is counted in state.lost, never silent. */

@@ -83,52 +83,24 @@ func TestExitStatus(t *testing.T) {
 // TestOverflowCounted fills a lineage map of capacity 4 with a payload that
 // has 8 children: the children that do not fit are counted and flagged.
 func TestOverflowCounted(t *testing.T) {
-	var b [8]byte
-	rand.Read(b[:])
-	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
-	l, err := Load(Options{HoldID: "test-overflow", Capacity: 4})
-	testenv.NeedBPF(t, err)
-	defer l.Close()
-	rd, err := l.NewReader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-
-	cmd := exec.Command("bash", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 300 & done; wait")
-	cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK="+mark)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	self, err := proc.Self()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.SetLauncher(self.PID, self.Start); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { marks.Kill(mark); cmd.Wait() }()
-	if err := l.SetLauncher(0, 0); err != nil {
-		t.Fatal(err)
-	}
+	l, rd, _ := launchMarked(t, Options{HoldID: "test-overflow", Capacity: 4}, "for i in 1 2 3 4 5 6 7 8; do sleep 300 & done; wait")
 
 	notStored := 0
 	deadline := time.Now().Add(10 * time.Second)
-	for notStored < 5 {
+	for notStored < 5 && time.Now().Before(deadline) {
 		// The programs do not wake the reader for each event: drain on a
-		// short deadline, as the tracker does.
-		rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
-		ev, err := rd.Read()
-		if IsDeadline(err) && time.Now().Before(deadline) {
-			continue
-		}
-		if err != nil {
+		// short period, as the tracker does.
+		time.Sleep(20 * time.Millisecond)
+		if _, err := rd.Drain(func(ev Event) {
+			if ev.Kind == KindFork && ev.Flags&EventNotStored != 0 {
+				notStored++
+			}
+		}); err != nil {
 			t.Fatalf("after %d flagged events: %v", notStored, err)
 		}
-		if ev.Kind == KindFork && ev.Flags&EventNotStored != 0 {
-			notStored++
-		}
+	}
+	if notStored < 5 {
+		t.Fatalf("%d fork events flagged not stored in 10 s, want 5", notStored)
 	}
 	c, err := l.Counters()
 	if err != nil {
@@ -152,4 +124,87 @@ func TestOverflowCounted(t *testing.T) {
 			t.Fatalf("member %+v is neither the payload (%d) nor its child", m, r.PID)
 		}
 	}
+}
+
+// TestBurstWakesReader: a payload whose burst of execs is four times the
+// ring buffer drains through the programs' wake-up at half full (Woken),
+// with no periodic drain at all, and loses nothing. Without the wake-up
+// (or with a threshold fixed at the default size), events are lost.
+func TestBurstWakesReader(t *testing.T) {
+	// About 700 bytes of events per spawn: 400 spawns are over 4 buffers.
+	l, rd, cmd := launchMarked(t, Options{HoldID: "test-burst", EventBytes: 64 << 10}, "for i in $(seq 400); do /bin/true; done")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	execs, wakes := 0, 0
+	count := func(ev Event) {
+		if ev.Kind == KindExec && ev.Filename == "/bin/true" {
+			execs++
+		}
+	}
+	var werr error
+	for running := true; running; {
+		select {
+		case <-rd.Woken():
+			wakes++
+			if _, err := rd.Drain(count); err != nil {
+				t.Fatal(err)
+			}
+		case werr = <-done:
+			running = false
+		case <-time.After(60 * time.Second):
+			t.Fatal("the burst did not end in 60 s")
+		}
+	}
+	if werr != nil {
+		t.Fatalf("burst payload: %v", werr)
+	}
+	if _, err := rd.Drain(count); err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lost != 0 || execs != 400 {
+		t.Fatalf("%d of 400 execs read, %d events lost, %d wake-ups: the half-full wake-up did not drain the buffer in time", execs, c.Lost, wakes)
+	}
+	if wakes < 2 {
+		t.Fatalf("%d wake-ups for a burst of four buffers, want several", wakes)
+	}
+}
+
+// launchMarked loads a lineage with opts, opens its reader and starts bash
+// with script as its payload, marked; the marked processes are killed and
+// the payload reaped when the test ends.
+func launchMarked(t *testing.T, opts Options, script string) (*Lineage, *Reader, *exec.Cmd) {
+	t.Helper()
+	var b [8]byte
+	rand.Read(b[:])
+	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
+	l, err := Load(opts)
+	testenv.NeedBPF(t, err)
+	t.Cleanup(func() { l.Close() })
+	rd, err := l.NewReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK="+mark)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetLauncher(self.PID, self.Start); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { marks.Kill(mark); cmd.Wait() })
+	if err := l.SetLauncher(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	return l, rd, cmd
 }

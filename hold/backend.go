@@ -12,7 +12,7 @@ import (
 // openTracker loads the tracker --track asks for. With auto, a backend
 // that cannot load gives way to procfs with a one-line notice that says why.
 func (h *holdRun) openTracker() (tracker.Tracker, error) {
-	opts := tracker.Options{Sink: h.rec.event, HoldID: h.id}
+	opts := tracker.Options{Sink: h.rec.event, Flush: h.rec.flush, HoldID: h.id}
 	log := h.o.Log
 	switch h.o.Track {
 	case "proc":

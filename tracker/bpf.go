@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
@@ -26,8 +27,12 @@ type bpfTracker struct {
 	bootToWall time.Duration
 
 	changed chan struct{}
-	done    chan struct{}
+	begin   chan struct{} // closed when reading starts (see startBPFTracker)
+	stop    chan struct{} // closed by Close: one last drain, then read returns
+	done    chan struct{} // closed when read has returned
+	started sync.Once
 	close   sync.Once
+	drains  atomic.Int64 // drains done (a queued hold does none)
 
 	sinkMu sync.Mutex // Sink calls are serialized (reader goroutine and Live)
 
@@ -51,7 +56,7 @@ func newBPFTracker(opts Options) (Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startBPFTracker(l, opts)
+	return startBPFTracker(l, opts, false)
 }
 
 // primeGoPidfdCheck makes Go's os package run its once-per-process pidfd
@@ -64,8 +69,10 @@ func primeGoPidfdCheck() {
 	}
 }
 
-// startBPFTracker starts reading a loaded (or opened) lineage's events.
-func startBPFTracker(l *bpf.Lineage, opts Options) (Tracker, error) {
+// startBPFTracker starts reading a loaded (or opened) lineage's events: at
+// once when now (a pinned lineage with members), else from Prepare on (a
+// hold that waits in the queue has nothing to read, and does not wake).
+func startBPFTracker(l *bpf.Lineage, opts Options, now bool) (Tracker, error) {
 	// Open the ring buffer reader before anything is admitted.
 	rd, err := l.NewReader()
 	if err != nil {
@@ -79,8 +86,13 @@ func startBPFTracker(l *bpf.Lineage, opts Options) (Tracker, error) {
 		rd:         rd,
 		bootToWall: proc.BootToWall(),
 		changed:    make(chan struct{}, 1),
+		begin:      make(chan struct{}),
+		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		groups:     make(map[int]group),
+	}
+	if now {
+		t.startReading()
 	}
 	go t.read()
 	return t, nil
@@ -91,6 +103,7 @@ func (t *bpfTracker) Backend() string { return BackendBPF }
 // Prepare names the hold the launcher: the next child it forks (the payload,
 // in cmd.Start) is a member from the fork on, before its first instruction.
 func (t *bpfTracker) Prepare(cmd *exec.Cmd) error {
+	t.startReading()
 	self, err := proc.Self()
 	if err != nil {
 		return fmt.Errorf("reading the hold's own start time: %w", err)
@@ -209,9 +222,7 @@ func (t *bpfTracker) Counters() Counters {
 func (t *bpfTracker) Close() error {
 	var err error
 	t.close.Do(func() {
-		if ferr := t.rd.Flush(); ferr != nil {
-			t.rd.Close()
-		}
+		close(t.stop)
 		<-t.done
 		t.Counters() // the last reading, kept for Counters after Close
 		err = errors.Join(t.rd.Close(), t.l.Close())
@@ -219,54 +230,87 @@ func (t *bpfTracker) Close() error {
 	return err
 }
 
-// read turns ring buffer events into lineage events until the reader is
-// flushed or closed.
+// startReading lets read begin its drains.
+func (t *bpfTracker) startReading() { t.started.Do(func() { close(t.begin) }) }
+
 // readInterval bounds how long an event waits in the ring buffer before
-// the reader drains it (the programs wake the reader only when it fills).
+// the reader drains it.
 const readInterval = 20 * time.Millisecond
 
+// read drains the ring buffer at startReading, then every readInterval, and
+// once more at Close.
 func (t *bpfTracker) read() {
 	defer close(t.done)
-	t.rd.SetDeadline(time.Now().Add(readInterval))
+	select {
+	case <-t.begin:
+	case <-t.stop:
+		t.drain()
+		return
+	}
+	if !t.drain() { // what a pinned lineage holds already
+		return
+	}
+	tick := time.NewTicker(readInterval)
+	defer tick.Stop()
 	for {
-		e, err := t.rd.Read()
-		if err != nil {
-			if bpf.IsClosed(err) {
+		select {
+		case <-tick.C:
+			if !t.drain() {
 				return
 			}
-			if bpf.IsDeadline(err) {
-				t.rd.SetDeadline(time.Now().Add(readInterval))
-				continue
+		case <-t.rd.Woken(): // a burst filled half the buffer
+			if !t.drain() {
+				return
 			}
-			t.mu.Lock()
-			t.bad++ // an undecodable record: reported as a lost event
-			t.mu.Unlock()
-			continue
+		case <-t.stop:
+			t.drain()
+			return
 		}
-		ev := t.event(e)
-		switch e.Kind {
-		case bpf.KindFork, bpf.KindKilledAtBirth:
-			// The payload leaves the hold's group on purpose (Setpgid):
-			// its baseline is taken at its exec instead.
-			if e.Flags&bpf.MemberRoot == 0 {
-				t.mu.Lock()
-				t.groups[ev.PID] = group{start: ev.Start, pgid: ev.PGID, sid: ev.SID}
-				t.mu.Unlock()
-			}
-		case bpf.KindExec:
-			t.regroup(ev.Time, ev.Ident, 0, ev.PGID, ev.SID)
-		case bpf.KindExit:
-			t.regroup(ev.Time, ev.Ident, 0, ev.PGID, ev.SID)
+	}
+}
+
+// drain turns the events in the ring buffer into lineage events; it
+// reports false once the reader is closed.
+func (t *bpfTracker) drain() bool {
+	t.drains.Add(1)
+	n := 0
+	bad, err := t.rd.Drain(func(e bpf.Event) { n++; t.handle(e) })
+	if n > 0 && t.opts.Flush != nil {
+		t.opts.Flush()
+	}
+	if bad > 0 {
+		t.mu.Lock()
+		t.bad += uint64(bad) // undecodable records: reported as lost events
+		t.mu.Unlock()
+	}
+	return err == nil
+}
+
+// handle turns one kernel event into a lineage event.
+func (t *bpfTracker) handle(e bpf.Event) {
+	ev := t.event(e)
+	switch e.Kind {
+	case bpf.KindFork, bpf.KindKilledAtBirth:
+		// The payload leaves the hold's group on purpose (Setpgid):
+		// its baseline is taken at its exec instead.
+		if e.Flags&bpf.MemberRoot == 0 {
 			t.mu.Lock()
-			delete(t.groups, ev.PID)
+			t.groups[ev.PID] = group{start: ev.Start, pgid: ev.PGID, sid: ev.SID}
 			t.mu.Unlock()
 		}
-		t.emit(ev)
-		if e.Kind != bpf.KindExec {
-			select {
-			case t.changed <- struct{}{}:
-			default:
-			}
+	case bpf.KindExec:
+		t.regroup(ev.Time, ev.Ident, 0, ev.PGID, ev.SID)
+	case bpf.KindExit:
+		t.regroup(ev.Time, ev.Ident, 0, ev.PGID, ev.SID)
+		t.mu.Lock()
+		delete(t.groups, ev.PID)
+		t.mu.Unlock()
+	}
+	t.emit(ev)
+	if e.Kind != bpf.KindExec {
+		select {
+		case t.changed <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -40,7 +40,7 @@ func OpenPinnedBPF(holdID string, opts Options) (Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := startBPFTracker(l, opts)
+	t, err := startBPFTracker(l, opts, true)
 	if err != nil {
 		return nil, err
 	}

@@ -276,6 +276,19 @@ func (w *RecordWriter) flush() {
 	}
 }
 
+// Flush writes the pending lines now (a tracker's batch ended), and stops
+// the timer that would have.
+func (w *RecordWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if !w.closed {
+		w.flushLocked()
+	}
+}
+
 // flushLocked writes the pending lines in one write(2).
 func (w *RecordWriter) flushLocked() bool {
 	if len(w.pending) == 0 {

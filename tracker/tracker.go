@@ -76,6 +76,10 @@ type Sink func(Event)
 type Options struct {
 	// Sink receives events for the record; nil discards them.
 	Sink Sink
+	// Flush, when not nil, is called after each batch of events went to
+	// Sink (the eBPF backend's drains): the record writes them out then,
+	// rather than on a timer of its own, which would wake the hold again.
+	Flush func()
 	// HoldID names the hold (used for pins and to keep holds apart).
 	HoldID string
 }
