@@ -1,8 +1,9 @@
 // footprint.go owns section 6: gpu-hold's memory and CPU while it holds a
 // lineage of cfg.FootprintN processes (a wide cooperative tree): VmHWM and
 // CPU time from /proc/PID while holding, the CPU it burns per second while
-// the lineage just sits there, rusage (maxrss, user+sys) at exit after a
-// TERM to the hold, and the BPF maps' memory as the kernel accounts it
+// the lineage just sits there, its own usage (maxrss, user+sys, from its
+// record) after a TERM to the hold, and the BPF maps' memory as the kernel
+// accounts it
 // (memlock of each map the hold has open, found through /proc/PID/fdinfo
 // and read with cilium/ebpf's MapInfo).
 package main
@@ -36,8 +37,8 @@ type FootprintMode struct {
 	HoldingHWMMB float64  `json:"holding_vmhwm_mb"` // peak RSS up to the moment the lineage was complete
 	HoldingCPUS  float64  `json:"holding_cpu_s"`    // user+sys up to then
 	IdleCPUPct   float64  `json:"idle_cpu_pct"`     // user+sys per wall second while holding, nothing happening
-	PeakRSSMB    float64  `json:"peak_rss_mb"`      // rusage maxrss over the whole hold, teardown included
-	TotalCPUS    float64  `json:"total_cpu_s"`      // rusage user+sys over the whole hold
+	PeakRSSMB    float64  `json:"peak_rss_mb"`      // the hold's own maxrss (record usage), teardown included
+	TotalCPUS    float64  `json:"total_cpu_s"`      // the hold's own user+sys (record usage), teardown included
 	TeardownMS   float64  `json:"teardown_ms"`      // the "hold ended" line's teardown (TERM, cooperative)
 	Maps         []MapMem `json:"maps,omitempty"`
 	MapsKB       uint64   `json:"maps_memlock_kb"`
@@ -53,9 +54,9 @@ func (b *bench) footprintSection() error {
 	}
 	for _, be := range b.cfg.Backends {
 		progress("footprint: %s holding %d processes", be, n)
-		ready, run := b.path("ready"), b.runMark()
+		ready, run, rec := b.path("ready"), b.runMark(), b.path("fp.jsonl")
 		p, err := b.startHold(holdSpec{Dir: b.dir("fp-" + be), Track: be, Grace: 10 * time.Second,
-			Dump: b.path("fp.jsonl"), Env: []string{runEnv + "=" + run}, Cmd: pl.argv(ready)})
+			Dump: rec, Env: []string{runEnv + "=" + run}, Cmd: pl.argv(ready)})
 		if err != nil {
 			return err
 		}
@@ -84,9 +85,9 @@ func (b *bench) footprintSection() error {
 		if p.code() != 143 {
 			return fmt.Errorf("footprint hold (%s) exited %d, want 143 (TERM): %s", be, p.code(), p.describe())
 		}
-		if ru := p.rusage(); ru != nil {
-			fm.PeakRSSMB = float64(ru.Maxrss) / 1024
-			fm.TotalCPUS = tv(ru.Utime) + tv(ru.Stime)
+		if rd, err := readRecord(rec); err == nil && rd.Hold.Usage != nil {
+			fm.PeakRSSMB = float64(rd.Hold.Usage.MaxRSSKB) / 1024
+			fm.TotalCPUS = rd.Hold.cpuMS() / 1000
 		}
 		p.waitLine("hold ended", 5*time.Second)
 		fm.TeardownMS = p.field("hold ended", "teardown")
@@ -128,8 +129,6 @@ func cpuSeconds(pid int) float64 {
 	k, _ := strconv.ParseFloat(f[12], 64) // field 15
 	return (u + k) / 100
 }
-
-func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 
 // bpfMaps lists the BPF maps pid has open: their ids from
 // /proc/PID/fdinfo, their names, shapes and memlock from the kernel.

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"time"
 )
@@ -37,6 +38,22 @@ type recHold struct {
 		Members     uint64 `json:"members"`
 	} `json:"counters"`
 	DroppedEvents uint64 `json:"dropped_events"`
+	// Usage is the hold process's own (getrusage RUSAGE_SELF at the
+	// record's close): its payload's CPU is not in it, as it is in the
+	// rusage of wait(2).
+	Usage *struct {
+		UserMS   float64 `json:"user_ms"`
+		SysMS    float64 `json:"sys_ms"`
+		MaxRSSKB int64   `json:"max_rss_kb"`
+	} `json:"usage"`
+}
+
+// cpuMS is the hold's own user+sys ms (NaN when the record has none).
+func (h *recHold) cpuMS() float64 {
+	if h.Usage == nil {
+		return math.NaN()
+	}
+	return h.Usage.UserMS + h.Usage.SysMS
 }
 
 // recLine is one line of the record.

@@ -177,15 +177,6 @@ func (p *child) code() int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
-// rusage is the finished process's resource usage.
-func (p *child) rusage() *syscall.Rusage {
-	if p.cmd.ProcessState == nil {
-		return nil
-	}
-	ru, _ := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return ru
-}
-
 // field is a numeric field of the last line with message msg (NaN if absent).
 func (p *child) field(msg, key string) float64 {
 	l, ok := p.line(msg)

@@ -20,8 +20,9 @@ type SpawnMode struct {
 	LoopMS    Dist   `json:"loop_ms"` // the spawner's own loop time
 	Ratio     Num    `json:"ratio"`   // median of the per-repeat ratios to bare
 	RepRatios Dist   `json:"rep_ratios"`
-	// HoldCPUMS (holds only): gpu-hold's own user+sys time over the whole
-	// hold (rusage), i.e. what following the spawner cost in user space.
+	// HoldCPUMS (holds only): gpu-hold's own user+sys time up to its
+	// release (the record's usage: the spawner's is not in it), i.e. what
+	// following the spawner cost the hold.
 	HoldCPUMS *Dist `json:"hold_cpu_ms,omitempty"`
 	// Completeness (holds only): the fewest of N any repeat's record saw.
 	SeenMin     int    `json:"seen_min,omitempty"`
@@ -144,13 +145,11 @@ func (b *bench) spawnOnce(mode string, n int) (spawnRun, error) {
 	ns, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	r.loop = time.Duration(ns)
 	if rec != "" {
-		if ru := p.rusage(); ru != nil {
-			r.holdCPU = 1000 * (tv(ru.Utime) + tv(ru.Stime))
-		}
 		rd, err := readRecord(rec)
 		if err != nil {
 			return r, err
 		}
+		r.holdCPU = rd.Hold.cpuMS()
 		r.seen, r.execs = rd.spawned(spawnToken)
 		r.lost, r.overflow, r.dropped = rd.Hold.Counters.LostEvents, rd.Hold.Counters.MapOverflow, rd.Hold.DroppedEvents
 	}

@@ -53,6 +53,11 @@ type recHold struct {
 	ExitCode *int                 `json:"exit_code"`
 	Cause    string               `json:"cause"`
 	Reaped   []recReaped          `json:"reaped"`
+	Usage    *struct {
+		UserMS   float64 `json:"user_ms"`
+		SysMS    float64 `json:"sys_ms"`
+		MaxRSSKB int64   `json:"max_rss_kb"`
+	} `json:"usage"`
 }
 
 // recReaped is one entry of a reaper's hold.reaped.
@@ -353,6 +358,9 @@ func routeRecordTree(t *testing.T, rg rig) {
 	}
 	if doc.Hold.Payload == nil || *doc.Hold.Payload != ids["root"] {
 		t.Errorf("record payload %v, want the root %v", doc.Hold.Payload, ids["root"])
+	}
+	if u := doc.Hold.Usage; u == nil || u.UserMS+u.SysMS <= 0 || u.MaxRSSKB <= 0 {
+		t.Errorf("record usage %+v: want the hold's own CPU time and peak memory", u)
 	}
 	for _, id := range doc.Live {
 		t.Errorf("the finished hold's record has a member with no exit seen: %+v", doc.proc(id))

@@ -111,6 +111,9 @@ type HoldInfo struct {
 	Signal   int      `json:"signal,omitempty"`
 	Error    string   `json:"error,omitempty"`
 	Counters Counters `json:"counters"`
+	// Usage is what the gpu-hold process itself (not its payload) used, up
+	// to the record's close.
+	Usage *Usage `json:"usage,omitempty"`
 	// DroppedEvents counts events past MaxRecordEvents, or lost to write
 	// errors; the writer sets it.
 	DroppedEvents uint64       `json:"dropped_events,omitempty"`
@@ -121,6 +124,14 @@ type HoldInfo struct {
 	// Reaped lists the dead holders' lineages this hold ended before its
 	// own payload started.
 	Reaped []ReapedHold `json:"reaped,omitempty"`
+}
+
+// Usage is a process's own CPU time and peak memory (getrusage
+// RUSAGE_SELF: all its threads, none of its children).
+type Usage struct {
+	UserMS   float64 `json:"user_ms"`
+	SysMS    float64 `json:"sys_ms"`
+	MaxRSSKB int64   `json:"max_rss_kb"`
 }
 
 // HoldTimes are the instants of a hold's life. Zero ones are omitted.
