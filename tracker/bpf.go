@@ -233,12 +233,18 @@ func (t *bpfTracker) Close() error {
 // startReading lets read begin its drains.
 func (t *bpfTracker) startReading() { t.started.Do(func() { close(t.begin) }) }
 
-// readInterval bounds how long an event waits in the ring buffer before
-// the reader drains it.
-const readInterval = 20 * time.Millisecond
+// readInterval is how long an event waits in the ring buffer, at most,
+// while the lineage is busy; a drain that finds nothing doubles the wait,
+// up to idleInterval, so that a payload that only computes costs its hold
+// a few wake-ups a second, not fifty. The programs wake the reader at once
+// when a burst fills half the buffer.
+const (
+	readInterval = 20 * time.Millisecond
+	idleInterval = 320 * time.Millisecond
+)
 
-// read drains the ring buffer at startReading, then every readInterval, and
-// once more at Close.
+// read drains the ring buffer at startReading, then on its interval and
+// on the programs' wake-ups, and once more at Close.
 func (t *bpfTracker) read() {
 	defer close(t.done)
 	select {
@@ -247,33 +253,38 @@ func (t *bpfTracker) read() {
 		t.drain()
 		return
 	}
-	if !t.drain() { // what a pinned lineage holds already
+	if _, ok := t.drain(); !ok { // what a pinned lineage holds already
 		return
 	}
-	tick := time.NewTicker(readInterval)
-	defer tick.Stop()
+	wait := readInterval
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
 		select {
-		case <-tick.C:
-			if !t.drain() {
-				return
-			}
+		case <-timer.C:
 		case <-t.rd.Woken(): // a burst filled half the buffer
-			if !t.drain() {
-				return
-			}
+			timer.Stop()
 		case <-t.stop:
 			t.drain()
 			return
 		}
+		n, ok := t.drain()
+		if !ok {
+			return
+		}
+		if n > 0 {
+			wait = readInterval
+		} else {
+			wait = min(2*wait, idleInterval)
+		}
+		timer.Reset(wait)
 	}
 }
 
-// drain turns the events in the ring buffer into lineage events; it
-// reports false once the reader is closed.
-func (t *bpfTracker) drain() bool {
+// drain turns the events in the ring buffer into lineage events and
+// returns how many there were; ok is false once the reader is closed.
+func (t *bpfTracker) drain() (n int, ok bool) {
 	t.drains.Add(1)
-	n := 0
 	bad, err := t.rd.Drain(func(e bpf.Event) { n++; t.handle(e) })
 	if n > 0 && t.opts.Flush != nil {
 		t.opts.Flush()
@@ -283,7 +294,7 @@ func (t *bpfTracker) drain() bool {
 		t.bad += uint64(bad) // undecodable records: reported as lost events
 		t.mu.Unlock()
 	}
-	return err == nil
+	return n, err == nil
 }
 
 // handle turns one kernel event into a lineage event.

@@ -577,8 +577,10 @@ func TestBPFPinnedOutlivesHolder(t *testing.T) {
 
 // TestBPFQueuedTrackerSleeps: a loaded tracker whose hold still waits in
 // the queue (no Prepare yet) has nothing to read and does not wake to
-// drain; from the start of reading on, it drains on its period. Thirty
-// queued holds that each woke fifty times a second slowed every hand-off.
+// drain; from the start of reading on, it drains on its period, which
+// backs off while there is nothing to read. Thirty queued holds that each
+// woke fifty times a second slowed every hand-off; a hold whose payload
+// only computes woke as often for hours.
 func TestBPFQueuedTrackerSleeps(t *testing.T) {
 	btNeedBPF(t)
 	tr, err := New(BackendBPF, Options{})
@@ -593,4 +595,11 @@ func TestBPFQueuedTrackerSleeps(t *testing.T) {
 	}
 	bt.startReading()
 	btWaitFor(t, 5*time.Second, "drains once reading started", func() bool { return bt.drains.Load() >= 2 })
+	// Nothing to read: the drains thin out to one per idleInterval.
+	time.Sleep(2 * idleInterval)
+	n0 := bt.drains.Load()
+	time.Sleep(4 * idleInterval)
+	if n := bt.drains.Load() - n0; n > 6 {
+		t.Errorf("%d drains in %v of an idle lineage, want about 4 (one per %v)", n, 4*idleInterval, idleInterval)
+	}
 }
