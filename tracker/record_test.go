@@ -295,7 +295,7 @@ func TestRecordReap(t *testing.T) {
 		t.Fatalf("append while the holder lives: %v, want ErrRecordBusy", err)
 	}
 	// The holder is SIGKILLed in the middle of a line.
-	w.flush()
+	w.Flush()
 	torn := `{"type":"event","kind":"fork","time":"2025-01-02T03:04:05.04Z","pid":10`
 	if _, err := w.f.WriteString(torn); err != nil {
 		t.Fatal(err)
@@ -501,7 +501,7 @@ func TestRecordSessionZero(t *testing.T) {
 // die is the writer's holder killed after its last batch was written: the
 // file is closed without the end line.
 func (w *RecordWriter) die() {
-	w.flush()
+	w.Flush()
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()

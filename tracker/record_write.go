@@ -260,24 +260,15 @@ func (w *RecordWriter) writeLocked(v any, now bool) bool {
 	case now || len(w.pending) >= flushBytes:
 		return w.flushLocked()
 	case w.timer == nil:
-		w.timer = time.AfterFunc(flushDelay, w.flush)
+		w.timer = time.AfterFunc(flushDelay, w.Flush)
 	case len(w.pending) == len(b)+1: // the first line of a new batch
 		w.timer.Reset(flushDelay)
 	}
 	return true
 }
 
-// flush is the timer's: it writes what is pending.
-func (w *RecordWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.flushLocked()
-	}
-}
-
-// Flush writes the pending lines now (a tracker's batch ended), and stops
-// the timer that would have.
+// Flush writes the pending lines now (the timer's, or a tracker's at the
+// end of a batch), and stops the timer that would have.
 func (w *RecordWriter) Flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
