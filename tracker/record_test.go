@@ -139,6 +139,7 @@ func writeLineage(t testing.TB, path string) {
 		h.ExitCode, h.Cause = ip(0), CauseExited
 		h.Survivors = []proc.Ident{idStuck}
 		h.Counters = Counters{Members: 11}
+		h.Usage = &Usage{UserMS: 30.4, SysMS: 11.7, MaxRSSKB: 20480}
 		h.DeviceHolders = []any{map[string]any{"pid": 4242, "comm": "nvtop", "device": "/dev/nvidia0"}}
 	})
 	if err := w.Close(); err != nil {
@@ -166,7 +167,8 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	h := rec.Hold
 	if h.ID != "h-test-1" || h.Resource != "gpu" || h.Ticket != 12 || h.Holder != holder || h.Cause != CauseExited ||
-		h.ExitCode == nil || *h.ExitCode != 0 || !h.Times.KillStart.Equal(at(7001)) || h.Payload == nil || len(h.DeviceHolders) != 1 {
+		h.ExitCode == nil || *h.ExitCode != 0 || !h.Times.KillStart.Equal(at(7001)) || h.Payload == nil || len(h.DeviceHolders) != 1 ||
+		h.Usage == nil || *h.Usage != (Usage{UserMS: 30.4, SysMS: 11.7, MaxRSSKB: 20480}) {
 		t.Fatalf("hold header not read back whole: %+v", h)
 	}
 	wants := map[proc.Ident]want{

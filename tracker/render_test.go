@@ -37,7 +37,7 @@ func TestRenderTree(t *testing.T) {
 	// Each expected line, in this order, as the start of a line.
 	wantLines := []string{
 		`hold h-test-1 on gpu "bench" · ticket 12 · holder 500@50 uid 1000 on node1 · backend bpf`,
-		"  end: exit 0 (exited) · 11 processes · members 11",
+		"  end: exit 0 (exited) · 11 processes · members 11 · lost events 0 · map overflow 0 · gpu-hold used 42 ms CPU, 20.0 MiB",
 		"1000 bash -c payload  +0.000s → +5.000s (5.000s)  exited · exit 0",
 		"├── 1001 /opt/worker --n 3  +0.010s → +2.000s (1.990s)  exited · exit 3",
 		"├── 1002 sleep 300  +0.020s → +5.100s (5.080s)  term · signal 15 (SIGTERM)  [left-group left-session reparented]",

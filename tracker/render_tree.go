@@ -167,6 +167,9 @@ func (t *treeWriter) header() {
 	if h.DroppedEvents > 0 {
 		end += fmt.Sprintf(" · %d events not recorded", h.DroppedEvents)
 	}
+	if u := h.Usage; u != nil {
+		end += fmt.Sprintf(" · gpu-hold used %.0f ms CPU, %.1f MiB", u.UserMS+u.SysMS, float64(u.MaxRSSKB)/1024)
+	}
 	t.printf("%s\n", end)
 	if h.Error != "" {
 		t.printf("  error: %s\n", t.c(cRed, h.Error))
