@@ -384,7 +384,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 			Msg("the tracker lost events: the record is incomplete (the teardown still ended the group and cgroup)")
 	}
 	h.checkDevices(ctx, baseline)
-	log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).
+	log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).
 		Dur("teardown", out.End.Sub(out.Start)).Interface("survivors", survivors).Str("record", h.res.Record).
 		Msg("hold ended")
 	return h.res, nil

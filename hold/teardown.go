@@ -45,12 +45,15 @@ type teardown struct {
 // Outcome is what a teardown did.
 type Outcome struct {
 	Termed    int         // processes sent TERM
-	Killed    int         // processes sent KILL
+	Killed    int         // processes sent KILL one by one
 	Survivors []proc.Stat // alive after the survivor bound
 	Start     time.Time   // teardown start
 	End       time.Time   // teardown end
 	Passes    int         // KILL passes it took
 	Ended     int         // distinct processes signalled (TERM, KILL or both)
+	// CgroupKilled: the cgroup was killed whole (cgroup.kill), which ends
+	// its members without counting them in Killed.
+	CgroupKilled bool
 }
 
 // targets is the union to end, now: live lineage members, live members of
@@ -203,6 +206,8 @@ func (td *teardown) run() Outcome {
 			if td.cg != nil {
 				if err := td.cg.Kill(); err != nil {
 					td.log.Warn().Err(err).Str("cgroup", td.cg.Path).Msg("cgroup.kill failed")
+				} else {
+					out.CgroupKilled = true
 				}
 				// The group is sent KILL once the cgroup is empty: its
 				// members inside are zombies by then, and signalling

@@ -163,8 +163,13 @@ exec sleep 300
 				t.Fatalf("test shape: member %d is not in %s: %q %v", member, cg, b, err)
 			}
 			r := h.Wait(20 * time.Second)
-			requireEnd(t, r, 124, false)
+			e := requireEnd(t, r, 124, false)
 			requireNoneLeft(t, mark)
+			// The member outside the cgroup is KILLed on its own; the
+			// cgroup (bpf's rig has one, procfs's none) is killed whole.
+			if e.Kill < 1 || e.CgroupKilled != (rg.Name == "bpf") {
+				t.Errorf("\"hold ended\" says kill %d, cgroup_killed %v: want the escaped member KILLed on its own, and cgroup_killed %v", e.Kill, e.CgroupKilled, rg.Name == "bpf")
+			}
 		})
 	}
 }

@@ -234,11 +234,13 @@ type survivor struct {
 
 // ended is the "hold ended" log line.
 type ended struct {
-	Msg       string     `json:"msg"`
-	Message   string     `json:"message"` // zerolog's name for msg
-	ExitCode  *int       `json:"exit_code"`
-	Cause     string     `json:"cause"`
-	Survivors []survivor `json:"survivors"`
+	Msg          string     `json:"msg"`
+	Message      string     `json:"message"` // zerolog's name for msg
+	ExitCode     *int       `json:"exit_code"`
+	Cause        string     `json:"cause"`
+	Survivors    []survivor `json:"survivors"`
+	Kill         int        `json:"kill"`          // processes sent KILL one by one
+	CgroupKilled bool       `json:"cgroup_killed"` // the payload's cgroup was killed whole
 }
 
 // holdEnded returns the last "hold ended" line of the hold's stderr.
