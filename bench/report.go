@@ -242,7 +242,7 @@ func (b *bench) markdown() string {
 			p("| %d %s | %s | %s | %s | %d | %d |", c.N, c.Shape, c.Behavior, num(c.BuildMS.Median), strings.Join(cells, " | "), left, stale)
 		}
 		p("")
-		p("Holds' own teardown (the \"hold ended\" line, ms), TERM/KILL counts and where the time went (medians, ms): TERM pass (teardown start to \"TERM sent\"), grace (to the seal and first KILL), KILL passes (to teardown end), after (teardown end to exit: record, device check, release):")
+		p("Holds' own teardown (the \"hold ended\" line, ms), TERM/KILL counts (processes signalled one by one: what cgroup.kill ends is not counted) and where the time went (medians, ms): TERM pass (teardown start to \"TERM sent\"), grace (to the seal and first KILL), KILL passes (to teardown end), after (teardown end to exit: record, device check, release):")
 		p("")
 		p("| tree | behaviour | backend | teardown ms | term | kill | TERM pass / grace / KILL passes / after | lost events | late starts |")
 		p("|---|---|---|---|---|---|---|---|---|")
