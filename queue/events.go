@@ -128,7 +128,7 @@ func (e *events) watchTickets(q *dirQueue, ts ...watchedTicket) (added bool) {
 			continue
 		}
 		// Through our fd's magic link: the very file opened and checked.
-		wd, err := unix.InotifyAddWatch(e.in, fdPath(fd), ticketEvents)
+		wd, err := watchTicket(e.in, fdPath(fd), ticketEvents)
 		unix.Close(fd)
 		if err != nil {
 			fallback = true
@@ -204,6 +204,9 @@ func newEvents(q *dirQueue) (*events, error) {
 
 // inotifyInit is inotify_init1; tests replace it to run out of instances.
 var inotifyInit = unix.InotifyInit1
+
+// watchTicket adds a ticket's watch; tests replace it to run out of watches.
+var watchTicket = unix.InotifyAddWatch
 
 // degradedRecheck bounds the re-check period when inotify is unavailable.
 const degradedRecheck = 200 * time.Millisecond

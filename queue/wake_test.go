@@ -6,6 +6,7 @@ package queue
 import (
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +168,68 @@ func TestScanForSeesATicketBehindTakeTheToken(t *testing.T) {
 			t.Errorf("a full scan left ticket %d unprobed", e.Seq)
 		}
 	}
+}
+
+// TestTicketWatchesRefusedFallBack: when a waiter cannot watch single
+// tickets (out of inotify watches: here every other watch is refused, so
+// one of a waiter's two ticket watches is set and the other not), it
+// watches the directory with a filter on the names that matter instead:
+// the chain still runs in order, and no waiter spins while it waits.
+func TestTicketWatchesRefusedFallBack(t *testing.T) {
+	var calls atomic.Int64
+	watchTicket = func(fd int, path string, mask uint32) (int, error) {
+		if calls.Add(1)%2 == 0 {
+			return -1, unix.ENOSPC
+		}
+		return unix.InotifyAddWatch(fd, path, mask)
+	}
+	defer func() { watchTicket = unix.InotifyAddWatch }()
+	dir := t.TempDir()
+	holder := openQ(t, dir, "gpu")
+	g := take(t, holder, "holder")
+
+	const n = 4
+	qs := make([]*testQueue, n)
+	grants := make(chan Grant, n)
+	errs := make(chan error, n)
+	ctx := ctxT(t, 30*time.Second)
+	for i := range qs {
+		qs[i] = openQ(t, dir, "gpu")
+		w, err := qs[i].Enqueue(Ticket{Label: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			g, err := w.Wait(ctx, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			grants <- g
+		}()
+	}
+	settled(t, qs)
+	var before, after unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &before)
+	time.Sleep(300 * time.Millisecond)
+	unix.Getrusage(unix.RUSAGE_SELF, &after)
+	if used := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()); used > 100*time.Millisecond {
+		t.Errorf("the waiting queue used %v of CPU in 300 ms: a waiter spins", used)
+	}
+	for i := 0; i < n; i++ {
+		if err := g.Release(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case g = <-grants:
+		case err := <-errs:
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatalf("the chain stopped after %d hand-offs", i)
+		}
+		if g.Ticket().Label != fmt.Sprint(i) {
+			t.Fatalf("waiter %s got the token, want %d", g.Ticket().Label, i)
+		}
+	}
+	g.Release()
 }
