@@ -4,6 +4,7 @@
 package queue
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
@@ -40,52 +41,71 @@ func settled(t *testing.T, qs []*testQueue) []int64 {
 	return nil
 }
 
+// chain is n waiters, each on a queue handle of its own, queued in order
+// (labels "0".."n-1") behind a holder.
+type chain struct {
+	qs     []*testQueue
+	grants chan Grant
+	errs   chan error
+	ctx    context.Context
+}
+
+// newChain queues the holder and the n waiters and returns the holder's
+// grant.
+func newChain(t *testing.T, n int) (*chain, Grant) {
+	t.Helper()
+	dir := t.TempDir()
+	g := take(t, openQ(t, dir, "gpu"), "holder")
+	c := &chain{qs: make([]*testQueue, n), grants: make(chan Grant, n), errs: make(chan error, n), ctx: ctxT(t, 30*time.Second)}
+	for i := range c.qs {
+		c.qs[i] = openQ(t, dir, "gpu")
+		w, err := c.qs[i].Enqueue(Ticket{Label: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			g, err := w.Wait(c.ctx, nil)
+			if err != nil {
+				c.errs <- err
+				return
+			}
+			c.grants <- g
+		}()
+	}
+	return c, g
+}
+
+// handOff releases g and returns the next grant, which must be waiter
+// want's.
+func (c *chain) handOff(t *testing.T, g Grant, want int) Grant {
+	t.Helper()
+	if err := g.Release(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g = <-c.grants:
+	case err := <-c.errs:
+		t.Fatal(err)
+	case <-c.ctx.Done():
+		t.Fatalf("no waiter got the token released for waiter %d", want)
+	}
+	if g.Ticket().Label != fmt.Sprint(want) {
+		t.Fatalf("waiter %s got the token, want %d", g.Ticket().Label, want)
+	}
+	return g
+}
+
 // TestHandOffWakesOnlyWhomItMoves: with eight waiters queued, a hand-off
 // wakes the first in line (the release moves it) and the second (the grant
 // makes it first), and no one behind them. A queue whose every waiter
 // watches the whole directory wakes all eight on each release and grant:
 // with dozens queued, that is milliseconds of CPU on the hand-off's path.
 func TestHandOffWakesOnlyWhomItMoves(t *testing.T) {
-	dir := t.TempDir()
-	holder := openQ(t, dir, "gpu")
-	g0 := take(t, holder, "holder")
-
 	const n = 8
-	qs := make([]*testQueue, n)
-	grants := make(chan Grant, n)
-	errs := make(chan error, n)
-	ctx := ctxT(t, 30*time.Second)
-	for i := range qs {
-		qs[i] = openQ(t, dir, "gpu")
-		w, err := qs[i].Enqueue(Ticket{Label: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			g, err := w.Wait(ctx, nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			grants <- g
-		}()
-	}
-	before := settled(t, qs)
-	if err := g0.Release(); err != nil {
-		t.Fatal(err)
-	}
-	var g Grant
-	select {
-	case g = <-grants:
-	case err := <-errs:
-		t.Fatal(err)
-	case <-ctx.Done():
-		t.Fatal("no waiter got the released token")
-	}
-	if g.Ticket().Label != "0" {
-		t.Fatalf("waiter %s got the token, want 0 (first in line)", g.Ticket().Label)
-	}
-	after := settled(t, qs)
+	c, g := newChain(t, n)
+	before := settled(t, c.qs)
+	g = c.handOff(t, g, 0)
+	after := settled(t, c.qs)
 	if after[0] == before[0] {
 		t.Errorf("the first waiter got the token without waking (counts %v -> %v): the count is broken", before, after)
 	}
@@ -95,24 +115,10 @@ func TestHandOffWakesOnlyWhomItMoves(t *testing.T) {
 		}
 	}
 	// The rest of the chain still runs in order.
-	for i := 1; i <= n; i++ {
-		if err := g.Release(); err != nil {
-			t.Fatal(err)
-		}
-		if i == n {
-			break
-		}
-		select {
-		case g = <-grants:
-		case err := <-errs:
-			t.Fatal(err)
-		case <-ctx.Done():
-			t.Fatalf("the chain stopped after %d hand-offs", i)
-		}
-		if g.Ticket().Label != fmt.Sprint(i) {
-			t.Fatalf("waiter %s got the token, want %d", g.Ticket().Label, i)
-		}
+	for i := 1; i < n; i++ {
+		g = c.handOff(t, g, i)
 	}
+	g.Release()
 }
 
 // TestScanForSeesATicketBehindTakeTheToken: a waiter's scan takes the
@@ -184,31 +190,9 @@ func TestTicketWatchesRefusedFallBack(t *testing.T) {
 		return unix.InotifyAddWatch(fd, path, mask)
 	}
 	defer func() { watchTicket = unix.InotifyAddWatch }()
-	dir := t.TempDir()
-	holder := openQ(t, dir, "gpu")
-	g := take(t, holder, "holder")
-
 	const n = 4
-	qs := make([]*testQueue, n)
-	grants := make(chan Grant, n)
-	errs := make(chan error, n)
-	ctx := ctxT(t, 30*time.Second)
-	for i := range qs {
-		qs[i] = openQ(t, dir, "gpu")
-		w, err := qs[i].Enqueue(Ticket{Label: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			g, err := w.Wait(ctx, nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			grants <- g
-		}()
-	}
-	settled(t, qs)
+	c, g := newChain(t, n)
+	settled(t, c.qs)
 	var before, after unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &before)
 	time.Sleep(300 * time.Millisecond)
@@ -217,19 +201,7 @@ func TestTicketWatchesRefusedFallBack(t *testing.T) {
 		t.Errorf("the waiting queue used %v of CPU in 300 ms: a waiter spins", used)
 	}
 	for i := 0; i < n; i++ {
-		if err := g.Release(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case g = <-grants:
-		case err := <-errs:
-			t.Fatal(err)
-		case <-ctx.Done():
-			t.Fatalf("the chain stopped after %d hand-offs", i)
-		}
-		if g.Ticket().Label != fmt.Sprint(i) {
-			t.Fatalf("waiter %s got the token, want %d", g.Ticket().Label, i)
-		}
+		g = c.handOff(t, g, i)
 	}
 	g.Release()
 }
