@@ -39,7 +39,7 @@ type dirQueue struct {
 	warn     func(string)
 
 	seenMu sync.Mutex
-	seen   map[string]seenTicket // tickets read before, for scanFor
+	seen   map[string]entry // waiting tickets read before, for scanFor
 
 	wakes atomic.Int64 // times a waiter of this handle woke from its poll
 }

@@ -161,7 +161,7 @@ func (q *dirQueue) cleanup(s *snapshot) {
 	for _, e := range s.tickets {
 		names[e.name] = true
 		switch {
-		case e.live, e.unprobed:
+		case e.live: // an unprobed ticket counts as live
 		case !e.granted():
 			if q.removeIfSame(e.name, e.dev, e.ino) == nil {
 				names[e.name] = false

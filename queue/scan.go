@@ -51,10 +51,11 @@ type entry struct {
 	Ticket
 	name     string
 	dev, ino uint64
-	live     bool // its owner holds its lock: the owning process is alive
+	ctime    unix.Timespec // of the file read: with dev and ino, its identity
+	live     bool          // its owner holds its lock: the owning process is alive
 	// unprobed: a waiting ticket behind the scanning waiter, known from an
-	// earlier read of the same file; its lock was not probed (live is
-	// assumed) and the cleanup leaves it alone.
+	// earlier read of the same file; its lock was not probed, and live is
+	// assumed (so the cleanup leaves it alone).
 	unprobed bool
 }
 
@@ -165,44 +166,32 @@ func (q *dirQueue) scanFor(me uint64) (*snapshot, error) {
 	return s, nil
 }
 
-// seenTicket is a ticket as read from one file.
-type seenTicket struct {
-	dev, ino uint64
-	ctime    unix.Timespec
-	e        entry
-}
-
 // remember keeps a waiting ticket's reading for scanFor.
 func (q *dirQueue) remember(e entry) {
 	if e.granted() {
 		return
 	}
-	var st unix.Stat_t
-	if unix.Fstatat(q.fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Dev != e.dev || st.Ino != e.ino {
-		return
-	}
 	q.seenMu.Lock()
 	defer q.seenMu.Unlock()
 	if q.seen == nil {
-		q.seen = map[string]seenTicket{}
+		q.seen = map[string]entry{}
 	}
-	q.seen[e.name] = seenTicket{dev: st.Dev, ino: st.Ino, ctime: st.Ctim, e: e}
+	q.seen[e.name] = e
 }
 
 // seenWaiting returns the waiting ticket read before from the file that
 // name is now, unprobed.
 func (q *dirQueue) seenWaiting(name string) (entry, bool) {
 	q.seenMu.Lock()
-	t, ok := q.seen[name]
+	e, ok := q.seen[name]
 	q.seenMu.Unlock()
 	if !ok {
 		return entry{}, false
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(q.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Dev != t.dev || st.Ino != t.ino || st.Ctim != t.ctime {
+	if unix.Fstatat(q.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Dev != e.dev || st.Ino != e.ino || st.Ctim != e.ctime {
 		return entry{}, false
 	}
-	e := t.e
 	e.live, e.unprobed = true, true
 	return e, true
 }
@@ -248,7 +237,7 @@ func (q *dirQueue) readTicket(name string, seq uint64) (entry, bool) {
 	case len(b) == 0:
 		return bad("empty")
 	}
-	e := entry{name: name, dev: st.Dev, ino: st.Ino}
+	e := entry{name: name, dev: st.Dev, ino: st.Ino, ctime: st.Ctim}
 	if err := json.Unmarshal(b, &e.Ticket); err != nil {
 		return bad("not a ticket (" + err.Error() + ")")
 	}
