@@ -145,7 +145,7 @@ func (w *RecordWriter) Event(ev Event) {
 		return
 	}
 	w.events++
-	if w.writeLocked(l, false) {
+	if w.writeLocked(&l, false) {
 		w.pendingEv++
 	} else {
 		w.dropped++
@@ -250,21 +250,36 @@ func (w *RecordWriter) writeLocked(v any, now bool) bool {
 	if w.err != nil {
 		return false
 	}
-	b, err := json.Marshal(v)
+	first := len(w.pending) == 0
+	b, err := appendLine(w.pending, v)
 	if err != nil {
-		w.err = fmt.Errorf("record %s: cannot encode a line: %v", w.path, err)
+		w.pending = b[:len(w.pending)] // nothing of the line stays,
+		w.flushLocked()                // every whole line before it does
+		if w.err == nil {
+			w.err = fmt.Errorf("record %s: cannot encode a line: %v", w.path, err)
+		}
 		return false
 	}
-	w.pending = append(append(w.pending, b...), '\n')
+	w.pending = append(b, '\n')
 	switch {
 	case now || len(w.pending) >= flushBytes:
 		return w.flushLocked()
 	case w.timer == nil:
 		w.timer = time.AfterFunc(flushDelay, w.Flush)
-	case len(w.pending) == len(b)+1: // the first line of a new batch
+	case first: // the first line of a new batch
 		w.timer.Reset(flushDelay)
 	}
 	return true
+}
+
+// appendLine appends v's JSON: event lines by hand (record_encode.go),
+// every other line, written a few times per hold, by encoding/json.
+func appendLine(b []byte, v any) ([]byte, error) {
+	if l, ok := v.(*eventLine); ok {
+		return appendEventLine(b, l)
+	}
+	enc, err := json.Marshal(v)
+	return append(b, enc...), err
 }
 
 // Flush writes the pending lines now (the timer's, or a tracker's at the
