@@ -1,14 +1,16 @@
 // helper.go owns the bench binary's helper modes, the payloads the bench
-// runs bare, under gpu-hold and under flock: a spawner of /bin/true, process
-// trees of sleep copies (wide or bushy, cooperative or TERM-ignoring), a
-// bounded fork storm, a start/end time stamper and a gate that waits for a
-// file. They are run as `bench helper MODE ARGS...` and inherit the bench's
-// marker from the environment.
+// runs bare, under gpu-hold and under flock: a spawner of /bin/true (alone,
+// or taking turns with a peer), process trees of sleep copies (wide or
+// bushy, cooperative or TERM-ignoring), a bounded fork storm, a start/end
+// time stamper and a gate that waits for a file. They are run as
+// `bench helper MODE ARGS...` and inherit the bench's marker from the
+// environment.
 package main
 
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,21 +27,15 @@ func helperMain(args []string) {
 	mode, a := args[0], args[1:]
 	switch mode {
 	case "spawn": // N OUTFILE TOKEN: fork+exec /bin/true TOKEN N times; write the loop's ns
-		n := atoi(arg(a, 0))
+		n, token := atoi(arg(a, 0)), arg(a, 2)
 		t0 := time.Now()
 		for i := 0; i < n; i++ {
-			pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true", arg(a, 2)}, &syscall.ProcAttr{Env: os.Environ()})
-			if err != nil {
-				fatalf("helper spawn: %v", err)
-			}
-			var ws syscall.WaitStatus
-			for {
-				if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
-					break
-				}
-			}
+			spawnTrue(token)
 		}
 		writeFile(arg(a, 1), strconv.FormatInt(int64(time.Since(t0)), 10))
+		return
+	case "alternate": // N OUTFILE TOKEN INFIFO OUTFIFO FIRST(0|1): N spawns, taking turns with a peer; write the sum of this side's spawn times
+		alternate(atoi(arg(a, 0)), arg(a, 1), arg(a, 2), arg(a, 3), arg(a, 4), arg(a, 5) == "1")
 		return
 	case "tree": // wide|bushy N ignore(0|1) READYFILE: build the tree, write READYFILE, wait for ever
 		shape, n, ignore := arg(a, 0), atoi(arg(a, 1)), arg(a, 2) == "1"
@@ -177,6 +173,61 @@ func waitOK(r *os.File, k int) {
 			fatalf("helper: only %d of %d nodes reported ready", got, k)
 		}
 	}
+}
+
+// spawnTrue fork+execs /bin/true TOKEN and waits for it.
+func spawnTrue(token string) {
+	pid, err := syscall.ForkExec("/bin/true", []string{"/bin/true", token}, &syscall.ProcAttr{Env: os.Environ()})
+	if err != nil {
+		fatalf("helper spawn: %v", err)
+	}
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
+}
+
+// alternate spawns n times, one spawn per turn, taking turns with a peer
+// through two FIFOs (a byte on out hands the turn over; the first side
+// starts without one), and writes the sum of its own spawn times to outFile.
+// The two sides open the FIFOs in opposite orders, so neither open waits
+// for ever; a peer that dies ends this side too (EOF or EPIPE), never a hang.
+func alternate(n int, outFile, token, inPath, outPath string, first bool) {
+	open := func(path string, flag int) *os.File {
+		f, err := os.OpenFile(path, flag, 0)
+		if err != nil {
+			fatalf("helper alternate: %v", err)
+		}
+		return f
+	}
+	var in, out *os.File
+	if first {
+		out = open(outPath, os.O_WRONLY)
+		in = open(inPath, os.O_RDONLY)
+	} else {
+		in = open(inPath, os.O_RDONLY)
+		out = open(outPath, os.O_WRONLY)
+	}
+	turn := []byte{1}
+	var sum time.Duration
+	for i := 0; i < n; i++ {
+		if i > 0 || !first {
+			if _, err := io.ReadFull(in, turn); err != nil {
+				fatalf("helper alternate: the peer is gone at spawn %d of %d: %v", i+1, n, err)
+			}
+		}
+		t0 := time.Now()
+		spawnTrue(token)
+		sum += time.Since(t0)
+		if first || i < n-1 { // the second side's last turn hands nothing over: its peer is done
+			if _, err := out.Write(turn); err != nil {
+				fatalf("helper alternate: the peer is gone at spawn %d of %d: %v", i+1, n, err)
+			}
+		}
+	}
+	writeFile(outFile, strconv.FormatInt(int64(sum), 10))
 }
 
 func arg(a []string, i int) string {

@@ -43,6 +43,7 @@ type config struct {
 	Cgroup       string   `json:"cgroup"`
 	SpawnSecs    float64  `json:"spawn_target_seconds"` // bare spawner run time N is sized for
 	SpawnReps    int      `json:"spawn_repeats"`
+	TurnReps     int      `json:"spawn_turn_repeats"`
 	Sizes        []int    `json:"teardown_sizes"`
 	Shapes       []string `json:"teardown_shapes"`
 	Behaviors    []string `json:"teardown_behaviors"`
@@ -120,7 +121,7 @@ func main() {
 		cfg.FootprintN = *fpN
 	}
 	if *reps > 0 {
-		cfg.SpawnReps, cfg.TeardownReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps = *reps, *reps, *reps, *reps, *reps
+		cfg.SpawnReps, cfg.TurnReps, cfg.TeardownReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps = *reps, *reps, *reps, *reps, *reps, *reps
 	}
 
 	b, err := newBench(cfg, *bin)
@@ -141,10 +142,10 @@ func main() {
 // defaults is the full or the quick configuration.
 func defaults(quick bool) config {
 	if quick {
-		return config{Quick: true, SpawnSecs: 0.4, SpawnReps: 2, Sizes: []int{10, 300}, Shapes: []string{"wide", "bushy"},
+		return config{Quick: true, SpawnSecs: 0.4, SpawnReps: 2, TurnReps: 1, Sizes: []int{10, 300}, Shapes: []string{"wide", "bushy"},
 			TeardownReps: 1, StormCap: 200, StormReps: 1, Chain: 8, ChainReps: 1, E2EReps: 4, FootprintN: 1000}
 	}
-	return config{SpawnSecs: 2.5, SpawnReps: 7, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
+	return config{SpawnSecs: 2.5, SpawnReps: 11, TurnReps: 3, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
 		TeardownReps: 3, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000}
 }
 

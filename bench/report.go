@@ -32,7 +32,7 @@ type Target struct {
 	Name   string `json:"name"`
 	Want   string `json:"want"`
 	Got    string `json:"got"`
-	Status string `json:"status"` // met, missed, not measured
+	Status string `json:"status"` // met, missed, unresolved (above the limit within the noise), not measured
 }
 
 func status(ok bool) string {
@@ -50,15 +50,32 @@ func (b *bench) targets() []Target {
 	none := func(name, want, why string) { ts = append(ts, Target{name, want, why, "not measured"}) }
 
 	if r.Spawn != nil {
+		limits := map[string]float64{"bpf": 1.02, "proc": 1.10}
 		for _, m := range r.Spawn.Modes {
-			switch m.Mode {
-			case "bpf":
-				add("spawn overhead, bpf", "<= 1.02x bare", fmt.Sprintf("%sx (repeats %s..%s)", num3(float64(m.Ratio)), num3(m.RepRatios.Min), num3(m.RepRatios.Max)), float64(m.Ratio) <= 1.02)
+			limit, ok := limits[m.Mode]
+			if !ok {
+				continue
+			}
+			want := fmt.Sprintf("<= %.2fx bare", limit)
+			if tm := r.Spawn.turn(m.Mode); tm.Ratios.N > 0 {
+				add("spawn overhead, "+m.Mode+" (turn by turn)", want,
+					fmt.Sprintf("%.3fx (runs %.3f..%.3f; control %.3fx)", float64(tm.Ratio), tm.Ratios.Min, tm.Ratios.Max, float64(r.Spawn.turn("bare").Ratio)),
+					float64(tm.Ratio) <= limit)
+			}
+			lo, hi := float64(m.RatioCI90[0]), float64(m.RatioCI90[1])
+			t := Target{"spawn overhead, " + m.Mode + " (separate runs)", want,
+				fmt.Sprintf("%sx (90%% CI %s..%s; repeats %s..%s)", num3(float64(m.Ratio)), num3(lo), num3(hi), num3(m.RepRatios.Min), num3(m.RepRatios.Max)),
+				status(float64(m.Ratio) <= limit)}
+			if t.Status == "missed" && lo <= limit {
+				// Above the limit, but the runs' drift cannot tell it from
+				// the limit: the turn-by-turn row is the one that can.
+				t.Status = "unresolved"
+			}
+			ts = append(ts, t)
+			if m.Mode == "bpf" {
 				add("completeness, bpf", fmt.Sprintf("%d of %d, 0 lost", r.Spawn.N, r.Spawn.N),
 					fmt.Sprintf("%d..%d of %d, %d lost, %d overflow, %d dropped", m.SeenMin, m.SeenMax, r.Spawn.N, m.LostEvents, m.MapOverflow, m.Dropped),
 					m.SeenMin == r.Spawn.N && m.SeenMax == r.Spawn.N && m.LostEvents == 0 && m.MapOverflow == 0 && m.Dropped == 0)
-			case "proc":
-				add("spawn overhead, proc", "<= 1.10x bare", fmt.Sprintf("%sx (repeats %s..%s)", num3(float64(m.Ratio)), num3(m.RepRatios.Min), num3(m.RepRatios.Max)), float64(m.Ratio) <= 1.10)
 			}
 		}
 	} else {
@@ -192,8 +209,11 @@ func (b *bench) markdown() string {
 	p("|---|---|---|---|")
 	for _, t := range r.Targets {
 		st := t.Status
-		if st == "missed" {
+		switch st {
+		case "missed":
 			st = "**MISSED**"
+		case "unresolved":
+			st = "unresolved: the CI holds the limit"
 		}
 		p("| %s | %s | %s | %s |", t.Name, t.Want, t.Got, st)
 	}
@@ -202,10 +222,10 @@ func (b *bench) markdown() string {
 		p("")
 		p("### 1-2. Spawn overhead and completeness")
 		p("")
-		p("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved, the order of the modes rotating each repeat; the ratio is the median of each repeat's ratio to that repeat's bare run; each run starts on a quiet machine. Loop time is the spawner's own; gpu-hold CPU is the hold process's own user+sys up to its release (the record's usage: the spawner's CPU is not in it).", s.N, s.RateHz, s.Repeats)
+		p("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved, the order of the modes rotating each repeat; the ratio is the median of each repeat's ratio to that repeat's bare run, the 90%% CI a bootstrap interval of that median; each run starts on a quiet machine. Loop time is the spawner's own; gpu-hold CPU is the hold process's own user+sys up to its release (the record's usage: the spawner's CPU is not in it).", s.N, s.RateHz, s.Repeats)
 		p("")
-		p("| mode | loop ms | ratio to bare | per-repeat ratio | gpu-hold CPU ms | lineage saw (of N) | lost / overflow / dropped |")
-		p("|---|---|---|---|---|---|---|")
+		p("| mode | loop ms | ratio to bare | 90%% CI | per-repeat ratio | gpu-hold CPU ms | lineage saw (of N) | lost / overflow / dropped |")
+		p("|---|---|---|---|---|---|---|---|")
 		for _, sm := range s.Modes {
 			seen, lost, cpu := "-", "-", "-"
 			if sm.HoldCPUMS != nil {
@@ -215,7 +235,22 @@ func (b *bench) markdown() string {
 				seen = fmt.Sprintf("%d..%d (%.1f%%; %d with their exec)", sm.SeenMin, sm.SeenMax, 100*float64(sm.SeenMin)/float64(s.N), sm.ExecsMin)
 				lost = fmt.Sprintf("%d / %d / %d", sm.LostEvents, sm.MapOverflow, sm.Dropped)
 			}
-			p("| %s | %s | %s | %s..%s | %s | %s | %s |", sm.Mode, cell(sm.LoopMS, Num(nan)), num3(float64(sm.Ratio)), num3(sm.RepRatios.Min), num3(sm.RepRatios.Max), cpu, seen, lost)
+			p("| %s | %s | %s | %s..%s | %s..%s | %s | %s | %s |", sm.Mode, cell(sm.LoopMS, Num(nan)), num3(float64(sm.Ratio)),
+				num3(float64(sm.RatioCI90[0])), num3(float64(sm.RatioCI90[1])), num3(sm.RepRatios.Min), num3(sm.RepRatios.Max), cpu, seen, lost)
+		}
+		if len(s.Turns) > 0 {
+			p("")
+			p("Turn by turn: a spawner under each mode and an untracked one take turns through two FIFOs, one spawn each, N spawns a side, %d runs per mode, the order rotating; each side sums its own spawn times (fork to reaped). Both sides see the machine at the same moments, so the ratio is what tracking adds to a spawn, without the drift between separate runs. The hold's own work slows both sides alike and is not in it (the gpu-hold CPU column above is). Control: both sides untracked.", s.TurnRepeats)
+			p("")
+			p("| mode | its side ms | untracked side ms | ratio | per-run ratios |")
+			p("|---|---|---|---|---|")
+			for _, tm := range s.Turns {
+				name := tm.Mode
+				if name == "bare" {
+					name = "control (bare)"
+				}
+				p("| %s | %s | %s | %.3f | %.3f..%.3f |", name, cell(tm.TrackedMS, Num(nan)), cell(tm.UntrackedMS, Num(nan)), float64(tm.Ratio), tm.Ratios.Min, tm.Ratios.Max)
+			}
 		}
 	}
 

@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -20,6 +19,9 @@ type SpawnMode struct {
 	LoopMS    Dist   `json:"loop_ms"` // the spawner's own loop time
 	Ratio     Num    `json:"ratio"`   // median of the per-repeat ratios to bare
 	RepRatios Dist   `json:"rep_ratios"`
+	// RatioCI90 is a 90% bootstrap interval of that median: how far the
+	// machine's drift between runs leaves it uncertain.
+	RatioCI90 [2]Num `json:"ratio_ci90"`
 	// HoldCPUMS (holds only): gpu-hold's own user+sys time up to its
 	// release (the record's usage: the spawner's is not in it), i.e. what
 	// following the spawner cost the hold.
@@ -39,6 +41,10 @@ type SpawnResult struct {
 	RateHz  float64     `json:"bare_spawn_rate_per_s"`
 	Repeats int         `json:"repeats"`
 	Modes   []SpawnMode `json:"modes"`
+	// Turns is the turn-by-turn measure (turns.go), TurnRepeats runs of
+	// N spawns a side per mode.
+	TurnRepeats int        `json:"turn_repeats"`
+	Turns       []TurnMode `json:"turns"`
 }
 
 const spawnToken = "gpu-hold-bench-spawn"
@@ -88,6 +94,8 @@ func (b *bench) spawnSection() error {
 		}
 		sm := SpawnMode{Mode: m, LoopMS: summarize(loops[m]), RepRatios: summarize(rr)}
 		sm.Ratio = Num(sm.RepRatios.Median)
+		lo, hi := medianCI(rr, 0.9)
+		sm.RatioCI90 = [2]Num{Num(lo), Num(hi)}
 		if m != "bare" {
 			sm.SeenMin, sm.ExecsMin = n+1<<30, n+1<<30
 			var cpu []float64
@@ -104,7 +112,10 @@ func (b *bench) spawnSection() error {
 		}
 		res.Modes = append(res.Modes, sm)
 	}
-	return nil
+	res.TurnRepeats = b.cfg.TurnReps
+	progress("spawn: turn by turn, N=%d a side, %d repeats", n, b.cfg.TurnReps)
+	res.Turns, err = b.turns(n)
+	return err
 }
 
 // spawnRun is one spawner run.
@@ -138,11 +149,10 @@ func (b *bench) spawnOnce(mode string, n int) (spawnRun, error) {
 	if p.code() != 0 {
 		return r, fmt.Errorf("spawner (%s): %s", mode, p.describe())
 	}
-	data, err := os.ReadFile(out)
+	ns, err := readNS(out)
 	if err != nil {
 		return r, fmt.Errorf("spawner (%s) wrote no time: %v; %s", mode, err, p.describe())
 	}
-	ns, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	r.loop = time.Duration(ns)
 	if rec != "" {
 		rd, err := readRecord(rec)

@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 )
 
@@ -46,6 +47,35 @@ func quantile(v []float64, q float64) float64 {
 	lo := int(math.Floor(pos))
 	hi := int(math.Ceil(pos))
 	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
+}
+
+// medianCI is a bootstrap interval (level, e.g. 0.9) of the median of xs:
+// the median of 2,000 resamples with replacement, seeded, so one run's
+// numbers always give the same interval. NaNs are dropped; with fewer than
+// two values there is no interval (NaN, NaN).
+func medianCI(xs []float64, level float64) (lo, hi float64) {
+	v := summarize(xs)
+	if v.N < 2 {
+		return math.NaN(), math.NaN()
+	}
+	var clean []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			clean = append(clean, x)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, uint64(len(clean))))
+	meds := make([]float64, 2000)
+	s := make([]float64, len(clean))
+	for i := range meds {
+		for j := range s {
+			s[j] = clean[r.IntN(len(clean))]
+		}
+		sort.Float64s(s)
+		meds[i] = quantile(s, 0.5)
+	}
+	sort.Float64s(meds)
+	return quantile(meds, (1-level)/2), quantile(meds, 1-(1-level)/2)
 }
 
 // ratio is a/b, NaN when b is not positive.

@@ -26,3 +26,23 @@ func TestNumJSON(t *testing.T) {
 		t.Fatalf("%s %v", b, err)
 	}
 }
+
+// The bootstrap interval holds the median, is repeatable, narrows to the
+// value for constant data and is absent for one value.
+func TestMedianCI(t *testing.T) {
+	xs := []float64{0.95, 1.01, 1.03, 0.99, 1.10, 1.02, 0.97, 1.05, 1.00, 1.04, math.NaN()}
+	lo, hi := medianCI(xs, 0.9)
+	med := summarize(xs).Median
+	if !(lo <= med && med <= hi) || lo < 0.95 || hi > 1.10 || lo == hi {
+		t.Fatalf("CI %v..%v for median %v", lo, hi, med)
+	}
+	if lo2, hi2 := medianCI(xs, 0.9); lo2 != lo || hi2 != hi {
+		t.Fatalf("not repeatable: %v..%v then %v..%v", lo, hi, lo2, hi2)
+	}
+	if lo, hi := medianCI([]float64{2, 2, 2}, 0.9); lo != 2 || hi != 2 {
+		t.Fatalf("constant data: %v..%v", lo, hi)
+	}
+	if lo, hi := medianCI([]float64{2}, 0.9); !math.IsNaN(lo) || !math.IsNaN(hi) {
+		t.Fatalf("one value: %v..%v, want no interval", lo, hi)
+	}
+}
