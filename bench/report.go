@@ -194,6 +194,13 @@ func (b *bench) markdown() string {
 	r := b.res
 	var w strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&w, format+"\n", a...) }
+	// intro is a section's explanation, a blank line either side.
+	intro := func(format string, a ...any) { p(""); p(format, a...); p("") }
+	// table starts a markdown table with these column names.
+	table := func(cols ...string) {
+		p("| %s |", strings.Join(cols, " | "))
+		p("|%s", strings.Repeat("---|", len(cols)))
+	}
 	m := r.Machine
 	p("## gpu-hold benchmarks")
 	p("")
@@ -205,8 +212,7 @@ func (b *bench) markdown() string {
 	}
 	p("Times in ms as median [min..max] over repeats; ratios are of medians, but spawn overhead's, which is the median of per-repeat ratios.")
 	p("")
-	p("| target | want | measured | status |")
-	p("|---|---|---|---|")
+	table("target", "want", "measured", "status")
 	for _, t := range r.Targets {
 		st := t.Status
 		switch st {
@@ -221,11 +227,8 @@ func (b *bench) markdown() string {
 	if s := r.Spawn; s != nil {
 		p("")
 		p("### 1-2. Spawn overhead and completeness")
-		p("")
-		p("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved, the order of the modes rotating each repeat; the ratio is the median of each repeat's ratio to that repeat's bare run, the 90%% CI a bootstrap interval of that median; each run starts on a quiet machine. Loop time is the spawner's own; gpu-hold CPU is the hold process's own user+sys up to its release (the record's usage: the spawner's CPU is not in it).", s.N, s.RateHz, s.Repeats)
-		p("")
-		p("| mode | loop ms | ratio to bare | 90%% CI | per-repeat ratio | gpu-hold CPU ms | lineage saw (of N) | lost / overflow / dropped |")
-		p("|---|---|---|---|---|---|---|---|")
+		intro("A spawner fork+execs `/bin/true` N=%d times (bare rate %.0f/s); %d repeats, interleaved, the order of the modes rotating each repeat; the ratio is the median of each repeat's ratio to that repeat's bare run, the 90%% CI a bootstrap interval of that median; each run starts on a quiet machine. Loop time is the spawner's own; gpu-hold CPU is the hold process's own user+sys up to its release (the record's usage: the spawner's CPU is not in it).", s.N, s.RateHz, s.Repeats)
+		table("mode", "loop ms", "ratio to bare", "90% CI", "per-repeat ratio", "gpu-hold CPU ms", "lineage saw (of N)", "lost / overflow / dropped")
 		for _, sm := range s.Modes {
 			seen, lost, cpu := "-", "-", "-"
 			if sm.HoldCPUMS != nil {
@@ -239,11 +242,8 @@ func (b *bench) markdown() string {
 				num3(float64(sm.RatioCI90[0])), num3(float64(sm.RatioCI90[1])), num3(sm.RepRatios.Min), num3(sm.RepRatios.Max), cpu, seen, lost)
 		}
 		if len(s.Turns) > 0 {
-			p("")
-			p("Turn by turn: a spawner under each mode and an untracked one take turns through two FIFOs, one spawn each, N spawns a side, %d runs per mode, the order rotating; each side sums its own spawn times (fork to reaped). Both sides see the machine at the same moments, so the ratio is what tracking adds to a spawn, without the drift between separate runs. The hold's own work slows both sides alike and is not in it (the gpu-hold CPU column above is). Control: both sides untracked.", s.TurnRepeats)
-			p("")
-			p("| mode | its side ms | untracked side ms | ratio | per-run ratios |")
-			p("|---|---|---|---|---|")
+			intro("Turn by turn: a spawner under each mode and an untracked one take turns through two FIFOs, one spawn each, N spawns a side, %d runs per mode, the order rotating; each side sums its own spawn times (fork to reaped). Both sides see the machine at the same moments, so the ratio is what tracking adds to a spawn, without the drift between separate runs. The hold's own work slows both sides alike and is not in it (the gpu-hold CPU column above is). Control: both sides untracked.", s.TurnRepeats)
+			table("mode", "its side ms", "untracked side ms", "ratio", "per-run ratios")
 			for _, tm := range s.Turns {
 				name := tm.Mode
 				if name == "bare" {
@@ -264,8 +264,7 @@ func (b *bench) markdown() string {
 		for _, tm := range r.Teardown[0].Modes {
 			heads = append(heads, tm.Mode)
 		}
-		p("| tree | behaviour | build ms | %s | leftovers | stale cgroups |", strings.Join(heads, " | "))
-		p("|---|---|---|%s---|---|", strings.Repeat("---|", len(heads)))
+		table(append(append([]string{"tree", "behaviour", "build ms"}, heads...), "leftovers", "stale cgroups")...)
 		for _, c := range r.Teardown {
 			var cells []string
 			left, stale := 0, 0
@@ -276,11 +275,8 @@ func (b *bench) markdown() string {
 			}
 			p("| %d %s | %s | %s | %s | %d | %d |", c.N, c.Shape, c.Behavior, num(c.BuildMS.Median), strings.Join(cells, " | "), left, stale)
 		}
-		p("")
-		p("Holds' own teardown (the \"hold ended\" line, ms), TERM/KILL counts (processes signalled one by one: what cgroup.kill ends is not counted) and where the time went (medians, ms): TERM pass (teardown start to \"TERM sent\"), grace (to the seal and first KILL), KILL passes (to teardown end), after (teardown end to exit: record, device check, release):")
-		p("")
-		p("| tree | behaviour | backend | teardown ms | term | kill | TERM pass / grace / KILL passes / after | lost events | late starts |")
-		p("|---|---|---|---|---|---|---|---|---|")
+		intro("Holds' own teardown (the \"hold ended\" line, ms), TERM/KILL counts (processes signalled one by one: what cgroup.kill ends is not counted) and where the time went (medians, ms): TERM pass (teardown start to \"TERM sent\"), grace (to the seal and first KILL), KILL passes (to teardown end), after (teardown end to exit: record, device check, release):")
+		table("tree", "behaviour", "backend", "teardown ms", "term", "kill", "TERM pass / grace / KILL passes / after", "lost events", "late starts")
 		for _, c := range r.Teardown {
 			for _, tm := range c.Modes {
 				if tm.TeardownMS == nil {
@@ -298,11 +294,8 @@ func (b *bench) markdown() string {
 	if s := r.Storm; s != nil {
 		p("")
 		p("### 3b. Fork storm")
-		p("")
-		p("%d TERM-ignoring workers fill %d long-lived sleeps, then fork+exec /bin/true without pause; holds run with -g 0. Gone: from the deadline to a /proc scan (every 10 ms) finding no marked process alive. %d repeats; build %s ms.", s.Workers, s.Cap, s.Repeats, num(s.BuildMS.Median))
-		p("")
-		p("| mode | kill/deadline to exit ms | deadline to nothing left ms | marked alive at deadline | leftovers | stale cgroups |")
-		p("|---|---|---|---|---|---|")
+		intro("%d TERM-ignoring workers fill %d long-lived sleeps, then fork+exec /bin/true without pause; holds run with -g 0. Gone: from the deadline to a /proc scan (every 10 ms) finding no marked process alive. %d repeats; build %s ms.", s.Workers, s.Cap, s.Repeats, num(s.BuildMS.Median))
+		table("mode", "kill/deadline to exit ms", "deadline to nothing left ms", "marked alive at deadline", "leftovers", "stale cgroups")
 		for _, sm := range s.Modes {
 			gone, live := "-", "-"
 			if sm.GoneMS != nil {
@@ -315,11 +308,8 @@ func (b *bench) markdown() string {
 	if h := r.Handoff; h != nil {
 		p("")
 		p("### 4. Hand-off")
-		p("")
-		p("%d holds queued at once behind a gate on one resource (%d chain(s)), payload a stamper. release: \"token released\" log line; start: next \"payload started\" line; idle: one payload's end stamp to the next one's start stamp (the flock(1) chain's only measure). Median / p99 / max ms.", h.Chain, h.Chains)
-		p("")
-		p("| chain | gaps | release to next payload start | release to next token taken | idle (payload end to next start) |")
-		p("|---|---|---|---|---|")
+		intro("%d holds queued at once behind a gate on one resource (%d chain(s)), payload a stamper. release: \"token released\" log line; start: next \"payload started\" line; idle: one payload's end stamp to the next one's start stamp (the flock(1) chain's only measure). Median / p99 / max ms.", h.Chain, h.Chains)
+		table("chain", "gaps", "release to next payload start", "release to next token taken", "idle (payload end to next start)")
 		for _, hm := range h.Modes {
 			a, c := "-", "-"
 			if hm.ReleaseToStartMS != nil {
@@ -332,11 +322,8 @@ func (b *bench) markdown() string {
 	if e := r.E2E; e != nil {
 		p("")
 		p("### 5. End to end")
-		p("")
-		p("Wall time of one command, %d repeats interleaved. startup: process start to \"waiting for the token\"; queue: to \"token taken\" (nobody else queued); launch: \"token taken\" to \"payload started\"; release: \"payload started\" to \"token released\"; exit: \"token released\" to the process's exit.", e.Repeats)
-		p("")
-		p("| command | wall ms | x flock+timeout | startup ms | queue ms | launch ms | release ms | exit ms |")
-		p("|---|---|---|---|---|---|---|---|")
+		intro("Wall time of one command, %d repeats interleaved. startup: process start to \"waiting for the token\"; queue: to \"token taken\" (nobody else queued); launch: \"token taken\" to \"payload started\"; release: \"payload started\" to \"token released\"; exit: \"token released\" to the process's exit.", e.Repeats)
+		table("command", "wall ms", "x flock+timeout", "startup ms", "queue ms", "launch ms", "release ms", "exit ms")
 		for _, em := range e.Modes {
 			su, q, l, rl, ex := "-", "-", "-", "-", "-"
 			if em.LaunchMS != nil {
@@ -352,11 +339,8 @@ func (b *bench) markdown() string {
 	if len(r.Footprint) > 0 {
 		p("")
 		p("### 6. Footprint")
-		p("")
-		p("gpu-hold holding a wide cooperative tree; \"holding\" is read from /proc/PID once the tree is complete (+1 s), idle CPU over the next seconds; peak and total are the hold's own usage up to its release, in its record (teardown included; the tree's CPU is not in it).")
-		p("")
-		p("| backend | processes | VmHWM holding MiB | CPU s to hold | idle CPU %% | peak RSS MiB | total CPU s | teardown ms | BPF maps KiB |")
-		p("|---|---|---|---|---|---|---|---|---|")
+		intro("gpu-hold holding a wide cooperative tree; \"holding\" is read from /proc/PID once the tree is complete (+1 s), idle CPU over the next seconds; peak and total are the hold's own usage up to its release, in its record (teardown included; the tree's CPU is not in it).")
+		table("backend", "processes", "VmHWM holding MiB", "CPU s to hold", "idle CPU %", "peak RSS MiB", "total CPU s", "teardown ms", "BPF maps KiB")
 		for _, f := range r.Footprint {
 			maps := "-"
 			if len(f.Maps) > 0 {
