@@ -54,15 +54,14 @@ func quantile(v []float64, q float64) float64 {
 // numbers always give the same interval. NaNs are dropped; with fewer than
 // two values there is no interval (NaN, NaN).
 func medianCI(xs []float64, level float64) (lo, hi float64) {
-	v := summarize(xs)
-	if v.N < 2 {
-		return math.NaN(), math.NaN()
-	}
 	var clean []float64
 	for _, x := range xs {
 		if !math.IsNaN(x) {
 			clean = append(clean, x)
 		}
+	}
+	if len(clean) < 2 {
+		return math.NaN(), math.NaN()
 	}
 	r := rand.New(rand.NewPCG(1, uint64(len(clean))))
 	meds := make([]float64, 2000)
