@@ -210,6 +210,8 @@ func alternate(n int, outFile, token, inPath, outPath string, first bool) {
 		in = open(inPath, os.O_RDONLY)
 		out = open(outPath, os.O_WRONLY)
 	}
+	defer in.Close()
+	defer out.Close()
 	turn := []byte{1}
 	var sum time.Duration
 	for i := 0; i < n; i++ {
