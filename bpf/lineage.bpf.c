@@ -143,7 +143,7 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
  * loaded with): a wake-up per event costs an inter-processor interrupt (an
  * MSR write, a VM exit on a guest), which on a spawn-heavy payload costs
  * more than everything else here. The reader drains the buffer on its own
- * every few tens of milliseconds; the wake-up is for bursts. */
+ * every 100 ms while events come; the wake-up is for bursts. */
 static __always_inline void submit(void *e)
 {
 	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);

@@ -78,7 +78,7 @@ type Options struct {
 	Sink Sink
 	// Flush, when not nil, is called after each batch of events went to
 	// Sink (the eBPF backend's drains): the record writes them out then,
-	// rather than on a timer of its own, which would wake the hold again.
+	// not up to its batch delay later.
 	Flush func()
 	// HoldID names the hold (used for pins and to keep holds apart).
 	HoldID string
