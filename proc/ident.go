@@ -33,6 +33,11 @@ type Stat struct {
 	PGID  int
 	SID   int
 	Comm  string
+	// Status is a zombie's wait status as waitpid would report it (field
+	// 52, exit_code), read without reaping it; -1 for any other state or
+	// when the kernel gives none. (A reader the kernel would not let trace
+	// the zombie reads 0; the hold reads as root or as the payload's user.)
+	Status int
 }
 
 // Dead reports whether the process has exited: a zombie counts as dead.
@@ -69,12 +74,14 @@ func parseStat(pid int, s string) (Stat, error) {
 	if open < 0 || close < open || close+2 >= len(s) {
 		return Stat{}, fmt.Errorf("/proc/%d/stat is malformed", pid)
 	}
-	st := Stat{Comm: s[open+1 : close]}
+	st := Stat{Comm: s[open+1 : close], Status: -1}
 	st.PID = pid
 	rest := s[close+2:]
-	// Fields after comm start at field 3 (state); we need 3,4,5,6 and 22.
+	// Fields after comm start at field 3 (state); we need 3,4,5,6 and 22,
+	// and for a zombie 52.
 	var field int = 3
-	for field <= 22 && len(rest) > 0 {
+	last := 22
+	for field <= last && len(rest) > 0 {
 		sp := strings.IndexByte(rest, ' ')
 		var tok string
 		if sp < 0 {
@@ -86,6 +93,9 @@ func parseStat(pid int, s string) (Stat, error) {
 		case 3:
 			if len(tok) > 0 {
 				st.State = tok[0]
+			}
+			if st.State == 'Z' {
+				last = 52
 			}
 		case 4:
 			st.PPID, _ = strconv.Atoi(tok)
@@ -99,6 +109,8 @@ func parseStat(pid int, s string) (Stat, error) {
 				return Stat{}, fmt.Errorf("/proc/%d/stat: bad start time %q", pid, tok)
 			}
 			st.Start = v
+		case 52:
+			st.Status, _ = strconv.Atoi(strings.TrimSpace(tok))
 		}
 		field++
 	}

@@ -3,8 +3,14 @@
 package proc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // A command name may hold spaces and parentheses: fields are counted from
@@ -42,5 +48,73 @@ func TestSelfAndZombie(t *testing.T) {
 	}
 	if _, err := Open(Ident{PID: self.PID, Start: self.Start + 1}); err != ErrGone {
 		t.Fatalf("Open with another start time = %v, want ErrGone", err)
+	}
+}
+
+// A zombie's stat carries its wait status (field 52), which the procfs
+// tracker records without reaping it; a stat of another state, or one
+// that ends before field 52, carries none.
+func TestParseStatZombieStatus(t *testing.T) {
+	fields := func(state string, n int) string {
+		s := "77 (x) " + state
+		for f := 4; f <= n; f++ {
+			s += " " + strconv.Itoa(f)
+		}
+		return s + "\n"
+	}
+	for _, c := range []struct {
+		line string
+		want int
+	}{
+		{fields("Z", 52), 52},
+		{fields("S", 52), -1},
+		{fields("Z", 40), -1},
+	} {
+		st, err := parseStat(77, c.line)
+		if err != nil || st.Status != c.want || st.Start != 22 {
+			t.Errorf("parseStat(%q) = status %d start %d, %v; want status %d", c.line, st.Status, st.Start, err, c.want)
+		}
+	}
+}
+
+// The wait status read from a real zombie is what waitpid then gives.
+func TestZombieStatus(t *testing.T) {
+	var b [8]byte
+	rand.Read(b[:])
+	mark := "GPU_HOLD_TEST_MARK=gpuholdtest-" + hex.EncodeToString(b[:])
+	start := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), mark)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // through its pidfd: never a reused pid
+		return cmd
+	}
+	exit3 := start("sh", "-c", "exit 3")
+	sleeper := start("sleep", "300")
+	if st, err := ReadStat(sleeper.Process.Pid); err != nil || st.Dead() || st.Status != -1 {
+		t.Fatalf("a live process's stat: %+v, %v; want status -1", st, err)
+	}
+	sleeper.Process.Kill()
+	for _, c := range []struct {
+		cmd  *exec.Cmd
+		want syscall.WaitStatus
+	}{{exit3, 3 << 8}, {sleeper, syscall.WaitStatus(syscall.SIGKILL)}} {
+		var st Stat
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			var err error
+			if st, err = ReadStat(c.cmd.Process.Pid); err != nil {
+				t.Fatal(err)
+			}
+			if st.Dead() || time.Now().After(deadline) {
+				break
+			}
+		}
+		c.cmd.Wait()
+		ws := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if st.State != 'Z' || syscall.WaitStatus(st.Status) != ws || ws != c.want {
+			t.Errorf("%v: stat state %c status %#x, waitpid %#x, want %#x", c.cmd.Args, st.State, st.Status, ws, c.want)
+		}
 	}
 }

@@ -2,8 +2,9 @@
 // subreaper, so every orphan of the payload reparents to it instead of to
 // init, and walks /proc for its descendants. It keeps the union of every
 // process it has seen, by (pid, start time), reaps the orphans it adopted
-// (never the payload, whose status belongs to os/exec), and turns what its
-// walks see into lineage events.
+// (never the payload, whose status belongs to os/exec), reads every
+// zombie's status from its stat, and turns what its walks see into lineage
+// events.
 package tracker
 
 import (
@@ -153,6 +154,8 @@ func (t *procTracker) LiveIn(s *Snapshot) []proc.Stat {
 }
 
 // members finds the live members in s and the adopted zombies to reap.
+// Every zombie below the hold has its exit recorded from its own stat,
+// whoever reaps it.
 func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) {
 	now := time.Now()
 	t.mu.Lock()
@@ -162,6 +165,7 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 	found := make(map[proc.Ident]bool, len(t.byPID)+16)
 	s.descend([]int{t.self}, func(st proc.Stat) bool {
 		if st.Dead() {
+			t.zombie(st, statusOf(st), now)
 			if st.PPID == t.self && st.PID != t.root.PID {
 				reap = append(reap, st)
 			}
@@ -185,6 +189,34 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 		t.exited(id, t.seen[id], now, nil)
 	}
 	return live, reap
+}
+
+// statusOf is a zombie's wait status as its stat gives it (nil: none).
+func statusOf(st proc.Stat) *unix.WaitStatus {
+	if st.State != 'Z' || st.Status < 0 {
+		return nil
+	}
+	ws := unix.WaitStatus(st.Status)
+	return &ws
+}
+
+// zombie records the end of the dead member st with status ws (nil:
+// unknown). One never seen alive was born and died between two walks: this
+// is all procfs ever sees of it, and if the hold adopted it, its real
+// parent is unknown.
+func (t *procTracker) zombie(st proc.Stat, ws *unix.WaitStatus, now time.Time) {
+	m, ok := t.seen[st.Ident]
+	if !ok {
+		m = &procMember{stat: st}
+		t.seen[st.Ident] = m
+		t.count.Members++
+		ppid := st.PPID
+		if ppid == t.self {
+			ppid = 0
+		}
+		t.emit(Event{Kind: Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID})
+	}
+	t.exited(st.Ident, m, now, ws)
 }
 
 // observe notes a live member: a new one is a fork (and its program an
@@ -288,18 +320,7 @@ func (t *procTracker) reapZombie(st proc.Stat) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	id := proc.Ident{PID: pid, Start: st.Start}
-	now := time.Now()
-	m, ok := t.seen[id]
-	if !ok {
-		// Born and orphaned between two walks: the reaping is all procfs
-		// ever sees of it (its real parent is unknown).
-		m = &procMember{stat: st}
-		t.seen[id] = m
-		t.count.Members++
-		t.emit(Event{Kind: Fork, Time: id.Started(t.bootToWall), Ident: id, PGID: st.PGID, SID: st.SID})
-	}
-	t.exited(id, m, now, &ws)
+	t.zombie(st, &ws, time.Now())
 }
 
 func (t *procTracker) emit(ev Event) {
@@ -315,7 +336,10 @@ func (t *procTracker) Changed() <-chan struct{} { return nil }
 // passes repeat until nothing is left. It also stops the background walks
 // and reaping: each KILL pass walks (LiveIn reaps what it finds), and a
 // reaper racing the kernel for the CPUs while a 10,000-process cgroup dies
-// only slows the dying.
+// only slows the dying. The hold must reap what it adopted before it
+// exits: a subreaper that exits with 10,000 zombie children in another
+// process group of its session costs the kernel a check of that whole
+// group per child, under tasklist_lock (5 s measured).
 func (t *procTracker) Seal() error {
 	t.mu.Lock()
 	first := t.sealed.IsZero()
