@@ -142,6 +142,40 @@ func UID(pid int) int {
 	return int(st.Uid)
 }
 
+// OwnIDs reports whether pid's real, effective and saved user and group
+// ids are all this process's effective ones. That is what the kernel asks
+// before it shows a reader without CAP_SYS_PTRACE some fields of another
+// process's stat (a zombie's exit status among them: otherwise it shows 0).
+func OwnIDs(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	want := map[string]int{"Uid:": os.Geteuid(), "Gid:": os.Getegid()}
+	seen := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		id, ok := want[firstOr(f)]
+		if !ok || len(f) < 4 {
+			continue
+		}
+		for _, v := range f[1:4] { // real, effective, saved
+			if n, err := strconv.Atoi(v); err != nil || n != id {
+				return false
+			}
+		}
+		seen++
+	}
+	return seen == len(want)
+}
+
+func firstOr(f []string) string {
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
 // ticksPerSecond is USER_HZ, the unit of /proc/PID/stat's start time.
 const ticksPerSecond = 100
 

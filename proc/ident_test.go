@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 // A command name may hold spaces and parentheses: fields are counted from
@@ -116,5 +118,65 @@ func TestZombieStatus(t *testing.T) {
 		if st.State != 'Z' || syscall.WaitStatus(st.Status) != ws || ws != c.want {
 			t.Errorf("%v: stat state %c status %#x, waitpid %#x, want %#x", c.cmd.Args, st.State, st.Status, ws, c.want)
 		}
+	}
+}
+
+// The kernel shows a zombie's exit status only to a reader allowed to
+// trace it; anyone else reads 0 in its place, which is why a hold without
+// CAP_SYS_PTRACE trusts the field only for a zombie with its own ids.
+func TestZombieStatusHiddenFromOthers(t *testing.T) {
+	testenv.NeedRoot(t, "reading a root zombie's stat as another user")
+	var b [8]byte
+	rand.Read(b[:])
+	mark := "GPU_HOLD_TEST_MARK=gpuholdtest-" + hex.EncodeToString(b[:])
+	cmd := exec.Command("sh", "-c", "exit 3")
+	cmd.Env = append(os.Environ(), mark)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if st, err := ReadStat(pid); err != nil || st.Dead() || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !OwnIDs(pid) || !OwnIDs(os.Getpid()) {
+		t.Fatalf("OwnIDs is false for the test's own zombie %d or itself", pid)
+	}
+	cat := exec.Command("cat", "/proc/"+strconv.Itoa(pid)+"/stat")
+	cat.Env = append(os.Environ(), mark)
+	cat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cat.Output()
+	if err != nil {
+		t.Fatalf("reading the stat as nobody: %v", err)
+	}
+	asNobody, err := parseStat(pid, string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asRoot, err := ReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asRoot.Status != 3<<8 || asNobody.Status != 0 || asNobody.State != 'Z' {
+		t.Fatalf("exit status as root %#x, as nobody %#x (state %c): want 0x300 and a hidden 0", asRoot.Status, asNobody.Status, asNobody.State)
+	}
+}
+
+// OwnIDs is false for a process running as another user.
+func TestOwnIDsOtherUser(t *testing.T) {
+	testenv.NeedRoot(t, "starting a process as another user")
+	var b [8]byte
+	rand.Read(b[:])
+	cmd := exec.Command("sleep", "300")
+	cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK=gpuholdtest-"+hex.EncodeToString(b[:]))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if OwnIDs(cmd.Process.Pid) {
+		t.Fatal("OwnIDs is true for a process of uid 65534")
 	}
 }

@@ -24,6 +24,7 @@ type Caps struct {
 	BPF      bool `json:"cap_bpf"`
 	Perfmon  bool `json:"cap_perfmon"`
 	Kill     bool `json:"cap_kill"`
+	Ptrace   bool `json:"cap_sys_ptrace"` // procfs reads other users' zombies' exit statuses
 }
 
 // CanTrace reports whether the caps allow loading and attaching tracing programs.
@@ -58,6 +59,7 @@ func EffectiveCaps() (Caps, error) {
 		BPF:      has(unix.CAP_BPF),
 		Perfmon:  has(unix.CAP_PERFMON),
 		Kill:     has(unix.CAP_KILL),
+		Ptrace:   has(unix.CAP_SYS_PTRACE),
 	}, nil
 }
 

@@ -36,6 +36,7 @@ type procTracker struct {
 	opts       Options
 	bootToWall time.Duration // turns start times since boot into wall time
 	self       int
+	ptrace     bool // CAP_SYS_PTRACE: every zombie's stat shows its exit status
 
 	mu     sync.Mutex
 	root   proc.Ident
@@ -56,7 +57,9 @@ type procMember struct {
 }
 
 func newProcTracker(opts Options) (Tracker, error) {
+	caps, _ := EffectiveCaps()
 	return &procTracker{
+		ptrace:     caps.Ptrace,
 		bootToWall: proc.BootToWall(),
 		opts:       opts,
 		self:       os.Getpid(),
@@ -187,7 +190,7 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 	found := make(map[proc.Ident]bool, len(t.byPID)+16)
 	s.descend([]int{t.self}, func(st proc.Stat) bool {
 		if st.Dead() {
-			t.zombie(st, statusOf(st), now)
+			t.zombie(st, t.statusOf(st), now)
 			if st.PPID == t.self && st.PID != t.root.PID {
 				reap = append(reap, st)
 			}
@@ -213,9 +216,12 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 	return live, reap
 }
 
-// statusOf is a zombie's wait status as its stat gives it (nil: none).
-func statusOf(st proc.Stat) *unix.WaitStatus {
-	if st.State != 'Z' || st.Status < 0 {
+// statusOf is a zombie's wait status as its stat gives it; nil when it
+// gives none, or when the kernel hid it from the hold (it then shows 0: a
+// hold without CAP_SYS_PTRACE is shown the status only of a zombie whose
+// ids are all its own, not that of a setuid program's).
+func (t *procTracker) statusOf(st proc.Stat) *unix.WaitStatus {
+	if st.State != 'Z' || st.Status < 0 || !t.ptrace && !proc.OwnIDs(st.PID) {
 		return nil
 	}
 	ws := unix.WaitStatus(st.Status)

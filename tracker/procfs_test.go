@@ -1,11 +1,19 @@
-// procfs_test.go checks how the procfs backend paces its walks: by the CPU
-// they cost the hold, never by the wall time a busy machine stretches
-// them to.
+// procfs_test.go checks how the procfs backend paces its walks (by the CPU
+// they cost the hold, never by the wall time a busy machine stretches them
+// to) and when it trusts the exit status a zombie's stat shows.
 package tracker
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 func TestWalkDelay(t *testing.T) {
@@ -35,5 +43,50 @@ func TestWalkCostIsCPU(t *testing.T) {
 	})
 	if spun < 20*time.Millisecond {
 		t.Fatalf("spinning for 20 ms of CPU cost %v", spun)
+	}
+}
+
+// A hold without CAP_SYS_PTRACE must not take the 0 the kernel shows it in
+// place of another user's zombie's exit status for an exit 0: it records
+// the status as unknown. With the capability, or for a zombie of its own
+// ids, it records the status.
+func TestZombieStatusTrust(t *testing.T) {
+	testenv.NeedRoot(t, "starting a process as another user")
+	zombie := func(cred *syscall.Credential) proc.Stat {
+		var b [8]byte
+		rand.Read(b[:])
+		cmd := exec.Command("sh", "-c", "exit 3")
+		cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK=gpuholdtest-"+hex.EncodeToString(b[:]))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Wait() })
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			st, err := proc.ReadStat(cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Dead() {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d never exited", cmd.Process.Pid)
+			}
+		}
+	}
+	own, other := zombie(nil), zombie(&syscall.Credential{Uid: 65534, Gid: 65534})
+	for _, c := range []struct {
+		ptrace bool
+		st     proc.Stat
+		want   bool
+	}{{false, own, true}, {false, other, false}, {true, other, true}} {
+		ws := (&procTracker{ptrace: c.ptrace}).statusOf(c.st)
+		switch {
+		case c.want && (ws == nil || ws.ExitStatus() != 3):
+			t.Errorf("ptrace %v, zombie uid-own %v: status %v, want exit 3", c.ptrace, c.st == own, ws)
+		case !c.want && ws != nil:
+			t.Errorf("ptrace %v, another user's zombie: status %v, want unknown", c.ptrace, *ws)
+		}
 	}
 }
