@@ -36,7 +36,7 @@ type Stat struct {
 	// Status is a zombie's wait status as waitpid would report it (field
 	// 52, exit_code), read without reaping it; -1 for any other state or
 	// when the kernel gives none. (A reader the kernel would not let trace
-	// the zombie reads 0; the hold reads as root or as the payload's user.)
+	// the zombie reads 0 here: see OwnIDs.)
 	Status int
 }
 
@@ -155,8 +155,11 @@ func OwnIDs(pid int) bool {
 	seen := 0
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		id, ok := want[firstOr(f)]
-		if !ok || len(f) < 4 {
+		if len(f) < 4 {
+			continue
+		}
+		id, ok := want[f[0]]
+		if !ok {
 			continue
 		}
 		for _, v := range f[1:4] { // real, effective, saved
@@ -167,13 +170,6 @@ func OwnIDs(pid int) bool {
 		seen++
 	}
 	return seen == len(want)
-}
-
-func firstOr(f []string) string {
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
 }
 
 // ticksPerSecond is USER_HZ, the unit of /proc/PID/stat's start time.
