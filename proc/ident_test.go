@@ -81,9 +81,7 @@ func TestParseStatZombieStatus(t *testing.T) {
 
 // The wait status read from a real zombie is what waitpid then gives.
 func TestZombieStatus(t *testing.T) {
-	var b [8]byte
-	rand.Read(b[:])
-	mark := "GPU_HOLD_TEST_MARK=gpuholdtest-" + hex.EncodeToString(b[:])
+	mark := markEnv()
 	start := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), mark)
@@ -126,9 +124,7 @@ func TestZombieStatus(t *testing.T) {
 // CAP_SYS_PTRACE trusts the field only for a zombie with its own ids.
 func TestZombieStatusHiddenFromOthers(t *testing.T) {
 	testenv.NeedRoot(t, "reading a root zombie's stat as another user")
-	var b [8]byte
-	rand.Read(b[:])
-	mark := "GPU_HOLD_TEST_MARK=gpuholdtest-" + hex.EncodeToString(b[:])
+	mark := markEnv()
 	cmd := exec.Command("sh", "-c", "exit 3")
 	cmd.Env = append(os.Environ(), mark)
 	if err := cmd.Start(); err != nil {
@@ -167,10 +163,8 @@ func TestZombieStatusHiddenFromOthers(t *testing.T) {
 // OwnIDs is false for a process running as another user.
 func TestOwnIDsOtherUser(t *testing.T) {
 	testenv.NeedRoot(t, "starting a process as another user")
-	var b [8]byte
-	rand.Read(b[:])
 	cmd := exec.Command("sleep", "300")
-	cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK=gpuholdtest-"+hex.EncodeToString(b[:]))
+	cmd.Env = append(os.Environ(), markEnv())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -179,4 +173,12 @@ func TestOwnIDsOtherUser(t *testing.T) {
 	if OwnIDs(cmd.Process.Pid) {
 		t.Fatal("OwnIDs is true for a process of uid 65534")
 	}
+}
+
+// markEnv is a fresh test marker as an environment entry (the proc tests
+// cannot import internal/mark, which imports proc).
+func markEnv() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "GPU_HOLD_TEST_MARK=gpuholdtest-" + hex.EncodeToString(b[:])
 }

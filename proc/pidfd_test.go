@@ -6,8 +6,6 @@ package proc
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"strconv"
@@ -22,9 +20,7 @@ import (
 func groupWithZombieLeader(t *testing.T) (leader, member Ident) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", `sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
-	var b [8]byte
-	rand.Read(b[:])
-	cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK=gpuholdtest-"+hex.EncodeToString(b[:]))
+	cmd.Env = append(os.Environ(), markEnv())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -4,14 +4,13 @@
 package tracker
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
 
+	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
@@ -53,10 +52,8 @@ func TestWalkCostIsCPU(t *testing.T) {
 func TestZombieStatusTrust(t *testing.T) {
 	testenv.NeedRoot(t, "starting a process as another user")
 	zombie := func(cred *syscall.Credential) proc.Stat {
-		var b [8]byte
-		rand.Read(b[:])
 		cmd := exec.Command("sh", "-c", "exit 3")
-		cmd.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK=gpuholdtest-"+hex.EncodeToString(b[:]))
+		cmd.Env = append(os.Environ(), marks.Env+"="+marks.New())
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
