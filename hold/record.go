@@ -103,7 +103,7 @@ func (r *recorder) close(res *Result, released time.Time, log zerolog.Logger) {
 		return
 	}
 	code := res.Code
-	usage := selfUsage()
+	usage := tracker.SelfUsage()
 	w.Update(func(h *tracker.HoldInfo) {
 		h.Usage = usage
 		h.ExitCode = &code
@@ -114,16 +114,6 @@ func (r *recorder) close(res *Result, released time.Time, log zerolog.Logger) {
 	if err := w.Close(); err != nil {
 		log.Warn().Err(err).Msg("the record is incomplete: check the disk and the records directory's permissions")
 	}
-}
-
-// selfUsage is this process's own usage so far (nil if unreadable).
-func selfUsage() *tracker.Usage {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return nil
-	}
-	ms := func(tv unix.Timeval) float64 { return float64(tv.Sec)*1e3 + float64(tv.Usec)/1e3 }
-	return &tracker.Usage{UserMS: ms(ru.Utime), SysMS: ms(ru.Stime), MaxRSSKB: ru.Maxrss}
 }
 
 // reaped notes, in this hold's own record, a dead holder's lineage it ended.

@@ -152,11 +152,11 @@ func cpuCost(fn func()) time.Duration {
 
 // holdCPU is the CPU time (user and system) the hold has used so far.
 func holdCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+	u := SelfUsage()
+	if u == nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration((u.UserMS + u.SysMS) * float64(time.Millisecond))
 }
 
 // Live walks /proc once: the descendants of the hold, plus every member
@@ -190,7 +190,12 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 	found := make(map[proc.Ident]bool, len(t.byPID)+16)
 	s.descend([]int{t.self}, func(st proc.Stat) bool {
 		if st.Dead() {
-			t.zombie(st, t.statusOf(st), now)
+			// A zombie stays until its parent reaps it: its status is read
+			// (and, for a hold without CAP_SYS_PTRACE, its ids) only the
+			// first time a walk finds it dead.
+			if m, ok := t.seen[st.Ident]; !ok || !m.dead {
+				t.zombie(st, t.statusOf(st), now)
+			}
 			if st.PPID == t.self && st.PID != t.root.PID {
 				reap = append(reap, st)
 			}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -132,6 +134,16 @@ type Usage struct {
 	UserMS   float64 `json:"user_ms"`
 	SysMS    float64 `json:"sys_ms"`
 	MaxRSSKB int64   `json:"max_rss_kb"`
+}
+
+// SelfUsage is the calling process's own usage so far (nil if unreadable).
+func SelfUsage() *Usage {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return nil
+	}
+	ms := func(tv unix.Timeval) float64 { return float64(tv.Sec)*1e3 + float64(tv.Usec)/1e3 }
+	return &Usage{UserMS: ms(ru.Utime), SysMS: ms(ru.Stime), MaxRSSKB: ru.Maxrss}
 }
 
 // HoldTimes are the instants of a hold's life. Zero ones are omitted.
