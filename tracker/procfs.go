@@ -195,8 +195,9 @@ func (t *procTracker) reapAll(reap []proc.Stat, workers int) {
 }
 
 // members finds the live members in s and the adopted zombies to reap.
-// Every zombie below the hold has its exit recorded from its own stat,
-// whoever reaps it.
+// Every other zombie below the hold has its exit recorded from its own
+// stat; an adopted one's is recorded when the hold reaps it, from the
+// exact status the reap returns.
 func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) {
 	now := time.Now()
 	t.mu.Lock()
@@ -206,14 +207,16 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 	found := make(map[proc.Ident]bool, len(t.byPID)+16)
 	s.descend([]int{t.self}, func(st proc.Stat) bool {
 		if st.Dead() {
+			if st.PPID == t.self && st.PID != t.root.PID {
+				found[st.Ident] = true // recorded when reaped, not below
+				reap = append(reap, st)
+				return true
+			}
 			// A zombie stays until its parent reaps it: its status is read
 			// (and, for a hold without CAP_SYS_PTRACE, its ids) only the
 			// first time a walk finds it dead.
 			if m, ok := t.seen[st.Ident]; !ok || !m.dead {
 				t.zombie(st, t.statusOf(st), now)
-			}
-			if st.PPID == t.self && st.PID != t.root.PID {
-				reap = append(reap, st)
 			}
 			return true
 		}
@@ -358,9 +361,11 @@ func (t *procTracker) reap(pid int) {
 }
 
 // reapZombie reaps our zombie child st, whose stat was read while it was a
-// zombie: only this process reaps its children, so the pid still names it
-// (the background reaper stops at Seal; before that, a reuse would need
-// the pid space to wrap around between a walk and this call).
+// zombie, and records its exit with the exact status the reap returns:
+// only this process reaps its children, so the pid still names it (the
+// background reaper stops at Seal; before that, a reuse would need the pid
+// space to wrap around between a walk and this call). A reap that fails
+// lost the race to another of the hold's reaps, which records the exit.
 func (t *procTracker) reapZombie(st proc.Stat) {
 	pid := st.PID
 	var ws unix.WaitStatus

@@ -1,11 +1,13 @@
 // procfs_test.go checks how the procfs backend paces its walks (by the CPU
 // they cost the hold, never by the wall time a busy machine stretches them
-// to), when it trusts the exit status a zombie's stat shows, and that its
-// reaping spread over goroutines reaps and records every zombie once.
+// to), when it trusts the exit status a zombie's stat shows, that an
+// adopted zombie's exit is recorded from its reap, and that its reaping
+// spread over goroutines reaps and records every zombie once.
 package tracker
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -72,18 +74,41 @@ func TestZombieStatusTrust(t *testing.T) {
 	}
 }
 
-// zombieChild starts a marked child of the test that exits with code and
-// returns its stat once it is a zombie.
-func zombieChild(t *testing.T, code int, cred *syscall.Credential) proc.Stat {
+// marked is a child of the test started by startMarked.
+type marked struct {
+	pid   int
+	stdin io.WriteCloser
+}
+
+// startMarked starts argv as a marked child of the test (as cred when not
+// nil), with a pipe on its stdin; a cleanup reaps it should it be left.
+func startMarked(t *testing.T, argv []string, cred *syscall.Credential) marked {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", fmt.Sprintf("exit %d", code))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), marks.Env+"="+marks.New())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	t.Cleanup(func() { unix.Wait4(pid, nil, unix.WNOHANG, nil) })
+	t.Cleanup(func() { in.Close(); unix.Wait4(pid, nil, unix.WNOHANG, nil) })
+	return marked{pid, in}
+}
+
+// zombieChild starts a marked child of the test that exits with code and
+// returns its stat once it is a zombie.
+func zombieChild(t *testing.T, code int, cred *syscall.Credential) proc.Stat {
+	t.Helper()
+	return waitDead(t, startMarked(t, []string{"sh", "-c", fmt.Sprintf("exit %d", code)}, cred).pid)
+}
+
+// waitDead returns the stat of the test's child pid once it is a zombie.
+func waitDead(t *testing.T, pid int) proc.Stat {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		st, err := proc.ReadStat(pid)
 		if err != nil {
@@ -94,6 +119,51 @@ func zombieChild(t *testing.T, code int, cred *syscall.Credential) proc.Stat {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d never exited", pid)
+		}
+	}
+}
+
+// TestAdoptedExitFromReap: a zombie the hold reaps has its exit recorded
+// from the reap's exact status, never first from its stat, which a hold
+// without CAP_SYS_PTRACE is not shown for another user's process. Both
+// kinds are checked: one seen alive by an earlier walk, one never seen
+// alive. Fails when a walk records an adopted zombie's exit before the reap.
+func TestAdoptedExitFromReap(t *testing.T) {
+	testenv.NeedRoot(t, "starting a process as another user")
+	other := &syscall.Credential{Uid: 65534, Gid: 65534}
+	exits := map[int][]int{}
+	tr := &procTracker{self: os.Getpid(), seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}, opts: Options{Sink: func(ev Event) {
+		if ev.Kind == Exit {
+			code := -1
+			if ev.ExitCode != nil {
+				code = *ev.ExitCode
+			}
+			exits[ev.Ident.PID] = append(exits[ev.Ident.PID], code)
+		}
+	}}}
+	walk := func() {
+		t.Helper()
+		s, err := TakeSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.LiveIn(s)
+	}
+	seen := startMarked(t, []string{"sh", "-c", "read x; exit 5"}, other)
+	walk()
+	if _, ok := tr.byPID[seen.pid]; !ok {
+		t.Fatalf("the walk did not see %d alive", seen.pid)
+	}
+	seen.stdin.Close()
+	waitDead(t, seen.pid)
+	never := zombieChild(t, 6, other)
+	walk()
+	for pid, want := range map[int]int{seen.pid: 5, never.PID: 6} {
+		if got := exits[pid]; len(got) != 1 || got[0] != want {
+			t.Errorf("zombie %d (exit %d): recorded exits %v, want exactly [%d]", pid, want, got, want)
+		}
+		if _, err := unix.Wait4(pid, nil, unix.WNOHANG, nil); err != unix.ECHILD {
+			t.Errorf("zombie %d: not reaped (wait4: %v)", pid, err)
 		}
 	}
 }
