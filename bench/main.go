@@ -48,7 +48,8 @@ type config struct {
 	Shapes       []string `json:"teardown_shapes"`
 	Behaviors    []string `json:"teardown_behaviors"`
 	TeardownReps int      `json:"teardown_repeats"`
-	StormCap     int      `json:"storm_cap"` // long-lived sleeps the storm keeps before forking /bin/true without pause
+	TargetReps   int      `json:"teardown_target_repeats"` // the TERM-ignoring trees at the largest size
+	StormCap     int      `json:"storm_cap"`               // long-lived sleeps the storm keeps before forking /bin/true without pause
 	StormReps    int      `json:"storm_repeats"`
 	Chain        int      `json:"handoff_chain"`
 	ChainReps    int      `json:"handoff_chains"`
@@ -121,7 +122,7 @@ func main() {
 		cfg.FootprintN = *fpN
 	}
 	if *reps > 0 {
-		cfg.SpawnReps, cfg.TurnReps, cfg.TeardownReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps = *reps, *reps, *reps, *reps, *reps, *reps
+		cfg.SpawnReps, cfg.TurnReps, cfg.TeardownReps, cfg.TargetReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps = *reps, *reps, *reps, *reps, *reps, *reps, *reps
 	}
 
 	b, err := newBench(cfg, *bin)
@@ -143,10 +144,10 @@ func main() {
 func defaults(quick bool) config {
 	if quick {
 		return config{Quick: true, SpawnSecs: 0.4, SpawnReps: 2, TurnReps: 1, Sizes: []int{10, 300}, Shapes: []string{"wide", "bushy"},
-			TeardownReps: 1, StormCap: 200, StormReps: 1, Chain: 8, ChainReps: 1, E2EReps: 4, FootprintN: 1000}
+			TeardownReps: 1, TargetReps: 1, StormCap: 200, StormReps: 1, Chain: 8, ChainReps: 1, E2EReps: 4, FootprintN: 1000}
 	}
 	return config{SpawnSecs: 2.5, SpawnReps: 11, TurnReps: 3, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
-		TeardownReps: 3, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000}
+		TeardownReps: 3, TargetReps: 5, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000}
 }
 
 func newBench(cfg config, bin string) (*bench, error) {

@@ -100,7 +100,8 @@ func (b *bench) targets() []Target {
 					continue
 				}
 				add(fmt.Sprintf("teardown, %d %s TERM-ignoring, -g 0, %s", c.N, c.Shape, m.Mode), "<= 1.5x cgroup.kill floor"+note,
-					fmt.Sprintf("%sx (%s ms vs floor %s ms; %d leftovers)", num3(float64(m.Ratio)), num(m.TimeMS.Median), num(floorOf(c)), m.Leftovers),
+					fmt.Sprintf("%sx (repeats %s..%s; medians %s ms vs floor %s ms, %sx; %d leftovers)", num3(float64(m.Ratio)),
+						num3(m.RepRatios.Min), num3(m.RepRatios.Max), num(m.TimeMS.Median), num(floorOf(c)), num3(float64(m.RatioOfMedians)), m.Leftovers),
 					float64(m.Ratio) <= 1.5 && m.Leftovers == 0)
 			}
 		}
@@ -210,7 +211,7 @@ func (b *bench) markdown() string {
 	if r.Config.Quick {
 		p("**-quick run: small N and few repeats; a smoke test, not the numbers to quote.**")
 	}
-	p("Times in ms as median [min..max] over repeats; ratios are of medians, but spawn overhead's, which is the median of per-repeat ratios.")
+	p("Times in ms as median [min..max] over repeats. Spawn overhead's and teardown's ratios are the median of per-repeat ratios (each run over the baseline run beside it in the same repeat); the others are ratios of medians.")
 	p("")
 	table("target", "want", "measured", "status")
 	for _, t := range r.Targets {
@@ -258,7 +259,7 @@ func (b *bench) markdown() string {
 		p("")
 		p("### 3. Teardown at scale")
 		p("")
-		p("floor: the same tree in a bare cgroup, one write to cgroup.kill until cgroup.events says `populated 0`; pid-loop: pidfd SIGKILL per pid listed in cgroup.procs (cgroup checked), repeated until unpopulated; holds: the \"max hold reached\" log line to the hold's exit. Cooperative trees run with -g 10s, TERM-ignoring with -g 0. Every run (and every floor kill) starts on a quiet machine (CPUs 90%% idle for 0.5 s, waited for up to 10 s). Ratio to the floor in brackets.")
+		p("floor: the same tree in a bare cgroup, one write to cgroup.kill until cgroup.events says `populated 0`; pid-loop: pidfd SIGKILL per pid listed in cgroup.procs (cgroup checked), repeated until unpopulated; holds: the \"max hold reached\" log line to the hold's exit. Cooperative trees run with -g 10s, TERM-ignoring with -g 0. Every run (and every floor kill) starts on a quiet machine (CPUs 90%% idle for 0.5 s, waited for up to 10 s). In brackets: the median of each repeat's ratio to that repeat's floor. %d repeats; %d for the TERM-ignoring trees of the largest size, the ones with a target.", r.Config.TeardownReps, r.Config.TargetReps)
 		p("")
 		var heads []string
 		for _, tm := range r.Teardown[0].Modes {
@@ -275,8 +276,8 @@ func (b *bench) markdown() string {
 			}
 			p("| %d %s | %s | %s | %s | %d | %d |", c.N, c.Shape, c.Behavior, num(c.BuildMS.Median), strings.Join(cells, " | "), left, stale)
 		}
-		intro("Holds' own teardown (the \"hold ended\" line, ms), TERM/KILL counts (processes signalled one by one: what cgroup.kill ends is not counted) and where the time went (medians, ms): TERM pass (teardown start to \"TERM sent\"), grace (to the seal and first KILL), KILL passes (to teardown end), after (teardown end to exit: record, device check, release):")
-		table("tree", "behaviour", "backend", "teardown ms", "term", "kill", "TERM pass / grace / KILL passes / after", "lost events", "late starts")
+		intro("Holds' own teardown (the \"hold ended\" line, ms), TERM/KILL counts (processes signalled one by one: what cgroup.kill ends is not counted) and where the time went (medians, ms): start (the deadline's log line to teardown start), TERM pass (teardown start to \"TERM sent\"; with -g 0, to the first KILL), grace (to the seal and first KILL), KILL passes (to teardown end), after (teardown end to exit: record, device check, release):")
+		table("tree", "behaviour", "backend", "teardown ms", "term", "kill", "start / TERM pass / grace / KILL passes / after", "lost events", "late starts")
 		for _, c := range r.Teardown {
 			for _, tm := range c.Modes {
 				if tm.TeardownMS == nil {
@@ -284,7 +285,7 @@ func (b *bench) markdown() string {
 				}
 				ph := "n/a"
 				if tm.Phases != nil {
-					ph = fmt.Sprintf("%s / %s / %s / %s", num(tm.Phases["term"].Median), num(tm.Phases["grace"].Median), num(tm.Phases["kill"].Median), num(tm.Phases["after"].Median))
+					ph = fmt.Sprintf("%s / %s / %s / %s / %s", num(tm.Phases["start"].Median), num(tm.Phases["term"].Median), num(tm.Phases["grace"].Median), num(tm.Phases["kill"].Median), num(tm.Phases["after"].Median))
 				}
 				p("| %d %s | %s | %s | %s | %s | %s | %s | %d | %d |", c.N, c.Shape, c.Behavior, tm.Mode, cell(*tm.TeardownMS, Num(nan)), fmt.Sprintf("%.0f", tm.Term.Median), fmt.Sprintf("%.0f", tm.Kill.Median), ph, tm.LostEvents, tm.Late)
 			}

@@ -88,10 +88,7 @@ func (b *bench) spawnSection() error {
 		}
 	}
 	for _, m := range modes {
-		var rr []float64
-		for i := range loops[m] {
-			rr = append(rr, ratio(loops[m][i], loops["bare"][i]))
-		}
+		rr := pairedRatios(loops[m], loops["bare"])
 		sm := SpawnMode{Mode: m, LoopMS: summarize(loops[m]), RepRatios: summarize(rr)}
 		sm.Ratio = Num(sm.RepRatios.Median)
 		lo, hi := medianCI(rr, 0.9)

@@ -77,6 +77,16 @@ func medianCI(xs []float64, level float64) (lo, hi float64) {
 	return quantile(meds, (1-level)/2), quantile(meds, 1-(1-level)/2)
 }
 
+// pairedRatios is each repeat's ratio xs[i]/base[i]: the two were measured
+// side by side, so the machine's drift across the run cancels.
+func pairedRatios(xs, base []float64) []float64 {
+	var rr []float64
+	for i := range min(len(xs), len(base)) {
+		rr = append(rr, ratio(xs[i], base[i]))
+	}
+	return rr
+}
+
 // ratio is a/b, NaN when b is not positive.
 func ratio(a, b float64) float64 {
 	if b <= 0 {

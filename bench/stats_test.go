@@ -46,3 +46,20 @@ func TestMedianCI(t *testing.T) {
 		t.Fatalf("one value: %v..%v, want no interval", lo, hi)
 	}
 }
+
+// Paired ratios divide each repeat by its own baseline, not by the
+// baselines' median: a drift that slows both sides of a repeat cancels.
+func TestPairedRatios(t *testing.T) {
+	base := []float64{600, 1000, 800, 900}
+	xs := []float64{720, 1200, 960, 1080, 5000} // the extra repeat has no baseline
+	d := summarize(pairedRatios(xs, base))
+	if d.N != 4 || d.Min < 1.2-1e-9 || d.Max > 1.2+1e-9 {
+		t.Fatalf("ratios %+v, want four of 1.2", d)
+	}
+	// Paired by repeat, not by rank: the same times in another order give
+	// other ratios.
+	d = summarize(pairedRatios([]float64{1200, 720, 960, 1080}, base))
+	if d.Min > 0.72+1e-9 || d.Max < 2-1e-9 {
+		t.Fatalf("ratios %+v, want 0.72..2", d)
+	}
+}

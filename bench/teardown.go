@@ -3,13 +3,15 @@
 // by a hold's deadline per backend (time from the "max hold reached" log
 // line to the hold's exit), beside the kernel floor (the same tree in a bare
 // cgroup, one write to cgroup.kill, until cgroup.events says unpopulated)
-// and a careful per-pid SIGKILL loop. Repeats are interleaved across modes.
+// and a careful per-pid SIGKILL loop. Repeats are interleaved across modes,
+// and ratios are taken repeat by repeat.
 package main
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,11 +27,18 @@ type TeardownMode struct {
 	// TimeMS: floor and pid-loop: first kill to unpopulated; holds: the
 	// "max hold reached" log line to the hold's exit.
 	TimeMS Dist `json:"time_ms"`
-	Ratio  Num  `json:"ratio_to_floor"`
+	// Ratio is the median of each repeat's time over that repeat's floor
+	// (run beside it, so the machine's drift across the run cancels);
+	// RatioOfMedians the medians' ratio, for comparison.
+	Ratio          Num  `json:"ratio_to_floor"`
+	RepRatios      Dist `json:"rep_ratios"`
+	RatioOfMedians Num  `json:"ratio_of_medians"`
 	// Holds only.
 	TeardownMS *Dist `json:"teardown_field_ms,omitempty"` // the "hold ended" line's teardown
 	// Phases (ms, medians over repeats), from the log and the record's
-	// times: term = teardown start to the "TERM sent" line; grace = to the
+	// times: start = the "max hold reached" line to teardown start; term =
+	// teardown start to the "TERM sent" line (to the first KILL with no
+	// TERM pass); grace = to the
 	// record's kill_start (or teardown end without KILL); kill = kill_start
 	// to teardown end; after = teardown end to the hold's exit (record,
 	// device check, release).
@@ -80,7 +89,11 @@ func (b *bench) teardownSection() error {
 		for _, shape := range b.cfg.Shapes {
 			for _, behavior := range b.cfg.Behaviors {
 				ignore := behavior == "term-ignoring"
-				c, err := b.teardownCase(b.treePayload(shape, n, ignore), b.cfg.TeardownReps)
+				reps := b.cfg.TeardownReps
+				if ignore && n == slices.Max(b.cfg.Sizes) {
+					reps = b.cfg.TargetReps // the case issue #7 sets a limit on
+				}
+				c, err := b.teardownCase(b.treePayload(shape, n, ignore), reps)
 				if err != nil {
 					return err
 				}
@@ -158,7 +171,9 @@ func (b *bench) teardownCase(pl payload, reps int) (*TeardownCase, error) {
 	for _, m := range modes {
 		tm := acc[m]
 		tm.TimeMS = summarize(times[m])
-		tm.Ratio = Num(ratio(tm.TimeMS.Median, floor))
+		tm.RepRatios = summarize(pairedRatios(times[m], times["floor"]))
+		tm.Ratio = Num(tm.RepRatios.Median)
+		tm.RatioOfMedians = Num(ratio(tm.TimeMS.Median, floor))
 		if m != "floor" && m != "pid-loop" {
 			td, te, ki := summarize(tdField[m]), summarize(terms[m]), summarize(kills[m])
 			tm.TeardownMS, tm.Term, tm.Kill = &td, &te, &ki
@@ -311,15 +326,21 @@ func (b *bench) holdOnce(pl payload, backend string, grace, maxHold time.Duratio
 		r.staleCgroup = staleCgroup(rd.Hold.Cgroup)
 		r.lost = rd.Hold.Counters.LostEvents + rd.Hold.Counters.MapOverflow
 		t := rd.Hold.Times
-		termSent, ok := p.line("TERM sent")
-		if ok && !t.TeardownStart.IsZero() && !t.TeardownEnd.IsZero() {
+		if !t.TeardownStart.IsZero() && !t.TeardownEnd.IsZero() {
 			graceEnd := t.KillStart
 			if graceEnd.IsZero() {
 				graceEnd = t.TeardownEnd
 			}
+			// With no grace there is no TERM pass: the "TERM pass" is then
+			// what came before the first KILL, and the grace is 0.
+			termEnd := graceEnd
+			if termSent, ok := p.line("TERM sent"); ok {
+				termEnd = termSent.Time
+			}
 			r.phases = map[string]float64{
-				"term":  ms(termSent.Time.Sub(t.TeardownStart)),
-				"grace": ms(graceEnd.Sub(termSent.Time)),
+				"start": ms(t.TeardownStart.Sub(dl.Time)),
+				"term":  ms(termEnd.Sub(t.TeardownStart)),
+				"grace": ms(graceEnd.Sub(termEnd)),
 				"kill":  ms(t.TeardownEnd.Sub(graceEnd)),
 				"after": ms(p.exitAt.Sub(t.TeardownEnd)),
 			}
