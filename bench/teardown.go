@@ -38,10 +38,9 @@ type TeardownMode struct {
 	// Phases (ms, medians over repeats), from the log and the record's
 	// times: start = the "max hold reached" line to teardown start; term =
 	// teardown start to the "TERM sent" line (to the first KILL with no
-	// TERM pass); grace = to the
-	// record's kill_start (or teardown end without KILL); kill = kill_start
-	// to teardown end; after = teardown end to the hold's exit (record,
-	// device check, release).
+	// TERM pass); grace = to the record's kill_start (or teardown end
+	// without KILL); kill = kill_start to teardown end; after = teardown end
+	// to the hold's exit (record, device check, release).
 	Phases     map[string]Dist `json:"phases_ms,omitempty"`
 	Term       *Dist           `json:"term,omitempty"`
 	Kill       *Dist           `json:"kill,omitempty"`
