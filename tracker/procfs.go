@@ -208,7 +208,7 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 	s.descend([]int{t.self}, func(st proc.Stat) bool {
 		if st.Dead() {
 			if st.PPID == t.self && st.PID != t.root.PID {
-				found[st.Ident] = true // recorded when reaped, not below
+				found[st.Ident] = true // its exit is recorded by its reap (LiveIn)
 				reap = append(reap, st)
 				return true
 			}
