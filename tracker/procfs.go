@@ -2,9 +2,9 @@
 // subreaper, so every orphan of the payload reparents to it instead of to
 // init, and walks /proc for its descendants. It keeps the union of every
 // process it has seen, by (pid, start time), reaps the orphans it adopted
-// (never the payload, whose status belongs to os/exec), reads every
-// zombie's status from its stat, and turns what its walks see into lineage
-// events.
+// (never the payload, whose status belongs to os/exec) and records their
+// exits from the reap, reads any other zombie's status from its stat, and
+// turns what its walks see into lineage events.
 package tracker
 
 import (

@@ -81,7 +81,9 @@ type marked struct {
 }
 
 // startMarked starts argv as a marked child of the test (as cred when not
-// nil), with a pipe on its stdin; a cleanup reaps it should it be left.
+// nil), with a pipe on its stdin; a cleanup closes that pipe and waits for
+// the child, should the test not have reaped it (the children it starts
+// all end at the latest on end of input).
 func startMarked(t *testing.T, argv []string, cred *syscall.Credential) marked {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -95,7 +97,7 @@ func startMarked(t *testing.T, argv []string, cred *syscall.Credential) marked {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	t.Cleanup(func() { in.Close(); unix.Wait4(pid, nil, unix.WNOHANG, nil) })
+	t.Cleanup(func() { in.Close(); unix.Wait4(pid, nil, 0, nil) })
 	return marked{pid, in}
 }
 
