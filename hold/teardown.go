@@ -157,9 +157,19 @@ func (td *teardown) run() Outcome {
 		live = td.targets()
 	}
 	if td.grace > 0 {
-		// 1. TERM to everything alive now. Newborns during the grace are
+		// 1. TERM to everything alive now. Members seen stopped (SIGSTOP,
+		// a job stopped at a terminal) are sent CONT first, before anything
+		// gets TERM: stopped, a member would sit out the grace without
+		// acting on its TERM; and a parent dying of its TERM can orphan a
+		// process group, whose stopped members the kernel ends with HUP
+		// before their TERM handlers can run. Newborns during the grace are
 		// tracked and waited on, but not sent TERM. (With no grace, TERM
 		// would give nothing time to act on it: straight to KILL.)
+		for id, st := range live {
+			if st.State == 'T' {
+				td.send(w, id, syscall.SIGCONT)
+			}
+		}
 		for id := range live {
 			if td.send(w, id, syscall.SIGTERM) {
 				out.Termed++

@@ -6,6 +6,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,41 +280,59 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 // E7: the grace is real: a child traps TERM, cleans up for half a second,
 // writes a marker file and exits.
 //
-// root-alive (the child is in the payload's group) and root-exits (the
-// child left the session with setsid). Catches: KILL right after TERM (no
-// marker); TERM sent only to the group (the setsid child never gets TERM:
-// no marker); a grace that waits its full length instead of ending when
-// the live set is empty.
+// root-alive (the child is in the payload's group), root-exits (the child
+// left the session with setsid) and stopped (the child stopped itself).
+// Catches: KILL right after TERM (no marker); TERM sent only to the group
+// (the setsid child never gets TERM: no marker); TERM with no CONT (the
+// stopped child never runs its handler: no marker, full grace); a grace
+// that waits its full length instead of ending when the live set is empty.
 func TestE7GraceIsReal(t *testing.T) { forBackends(t, true, routeE7) }
 
 func routeE7(t *testing.T, rg rig) {
 	shapes := []struct {
-		name, start, end string
-		flags            []string
-		code             int
-		bound            time.Duration
+		name   string
+		launch string // starts cleaner number $i
+		n      int    // cleaners
+		end    string
+		flags  []string
+		code   int
+		bound  time.Duration
 	}{
-		{"root-alive", `bash "$GH_T/cleaner.sh" &`, "exec sleep 300", []string{"-t", "1s", "-g", "5s"}, 124, 4500 * time.Millisecond},
-		{"root-exits-setsid", `setsid bash "$GH_T/cleaner.sh" &`, "exit 0", []string{"-g", "5s"}, 0, 3500 * time.Millisecond},
+		{"root-alive", `bash "$GH_T/cleaner.sh" run $i &`, 1, "exec sleep 300", []string{"-t", "1s", "-g", "5s"}, 124, 4500 * time.Millisecond},
+		{"root-exits-setsid", `setsid bash "$GH_T/cleaner.sh" run $i &`, 1, "exit 0", []string{"-g", "5s"}, 0, 3500 * time.Millisecond},
+		// The children have stopped themselves (as jobs stopped at a
+		// terminal are) when the max hold runs out. Unless the teardown
+		// sends them CONT, their handlers never run: under procfs they sit
+		// out the grace; under eBPF (no subreaper keeps their group from
+		// being orphaned when the root dies of its TERM) the kernel ends
+		// them with HUP.
+		{"stopped", `bash "$GH_T/cleaner.sh" stop $i &`, 2, "exec sleep 300", []string{"-t", "1s", "-g", "5s"}, 124, 4500 * time.Millisecond},
 	}
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
 			t.Parallel()
 			mark := newMark(t)
 			d, q := rg.dirs(t)
-			script(t, d, "cleaner.sh", `trap 'sleep 0.5; put cleaned $$; exit 0' TERM
-put ready $$
+			script(t, d, "cleaner.sh", `trap 'sleep 0.5; put cleaned$2 $$; exit 0' TERM
+if [ "$1" = stop ]; then
+	( until [ "$(cut -d' ' -f3 /proc/$$/stat)" = T ]; do sleep 0.01; done; put ready$2 $$ ) &
+	kill -STOP $$
+else
+	put ready$2 $$
+fi
 while :; do sleep 0.05; done
 `)
-			payload := script(t, d, "root.sh", sh.start+"\nawait ready\n"+sh.end+"\n")
+			payload := script(t, d, "root.sh", fmt.Sprintf("for i in $(seq %d); do %s done\nfor i in $(seq %d); do await ready$i; done\n%s\n", sh.n, sh.launch, sh.n, sh.end))
 			r := rg.start(t, q, mark, d, holdArgs(payload, sh.flags...)...).Wait(20 * time.Second)
 			requireEnd(t, r, sh.code, false)
-			if !exists(filepath.Join(d, "cleaned")) {
-				t.Errorf("the child's TERM handler did not finish: it got no TERM, or no time before KILL")
+			for i := 1; i <= sh.n; i++ {
+				if !exists(filepath.Join(d, fmt.Sprintf("cleaned%d", i))) {
+					t.Errorf("child %d's TERM handler did not finish: it got no TERM, or no time before KILL", i)
+				}
 			}
 			requireNoneLeft(t, mark)
 			if r.Elapsed > sh.bound {
-				t.Errorf("hold returned after %v (want under %v): it waited out the 5 s grace after the child had exited", r.Elapsed, sh.bound)
+				t.Errorf("hold returned after %v (want under %v): it waited out the 5 s grace", r.Elapsed, sh.bound)
 			}
 		})
 	}
