@@ -7,7 +7,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -37,7 +36,7 @@ func (s *scanner) live() []hproc.Ident {
 		seen[st.Ident] = true
 		m, ok := s.cache[st.Ident]
 		if !ok {
-			env, err := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/environ")
+			env, err := hproc.ReadFile(st.PID, "environ")
 			if err != nil {
 				return // gone, or a kernel thread; try again next scan
 			}

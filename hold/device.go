@@ -191,10 +191,25 @@ func scanPID(pid int, index map[nodeKey]string, users map[int]string) []DeviceHo
 	if err != nil {
 		return nil
 	}
-	defer unix.Close(dirfd)
+	defer func() { unix.Close(dirfd) }()
 	st, err := proc.ReadStat(pid)
 	if err != nil || st.Dead() || pid == 2 || st.PPID == 2 { // gone, zombie, kernel thread
 		return nil
+	}
+	if st.State == 'Z' {
+		// Its main thread has exited while others run, and shows no files:
+		// they are read through a live thread's directory, as bound to
+		// this process as /proc/PID (the thread lives only while it does).
+		tid := proc.LiveThread(pid)
+		if tid == 0 {
+			return nil
+		}
+		tdir, err := unix.Openat(dirfd, "task/"+strconv.Itoa(tid), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil
+		}
+		unix.Close(dirfd)
+		dirfd = tdir
 	}
 	fdDir, err := unix.Openat(dirfd, "fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/internal/zleader"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -114,6 +115,33 @@ func TestScanFindsHolderByIdentity(t *testing.T) {
 	}
 	if _, err := ScanDeviceHolders([]string{"/tmp/[x"}); err == nil {
 		t.Error("a malformed glob must be an error")
+	}
+}
+
+// A holder whose main thread has exited while another thread runs shows
+// no fds, no cmdline and state Z on /proc/PID: it is found through its live
+// thread, with its command.
+func TestScanFindsZombieLeaderHolder(t *testing.T) {
+	dev := fakeDevice(t)
+	f, err := os.Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [8]byte
+	rand.Read(b[:])
+	cmd := zleader.Start(t, []string{testMarkEnv + "=gpuholdtest-" + hex.EncodeToString(b[:])}, f)
+	prog := cmd.Path
+	st, err := proc.ReadStat(cmd.Process.Pid)
+	if err != nil || st.State != 'Z' {
+		t.Fatalf("test shape: %+v, %v", st, err)
+	}
+	hs, err := ScanDeviceHolders([]string{dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1 || hs[0].Ident != st.Ident || !reflect.DeepEqual(hs[0].FDs, []int{3}) || !strings.HasPrefix(hs[0].Command, prog) {
+		t.Fatalf("want %v holding %s on fd 3 with its command, got %+v", st.Ident, dev, hs)
 	}
 }
 

@@ -1,16 +1,13 @@
-// cmdline.go owns reading a process's argv from /proc/PID/cmdline, bounded.
+// cmdline.go owns reading a process's argv from /proc/PID/cmdline (a live
+// thread's, when the main thread has exited), bounded.
 package proc
 
-import (
-	"bytes"
-	"os"
-	"strconv"
-)
+import "bytes"
 
 // Cmdline returns at most maxArgs arguments of pid's argv, each cut to
 // maxLen bytes. It returns nil when the process is gone or has no argv.
 func Cmdline(pid, maxArgs, maxLen int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	b, err := ReadFile(pid, "cmdline")
 	if err != nil || len(b) == 0 {
 		return nil
 	}

@@ -33,6 +33,10 @@ type Stat struct {
 	PGID  int
 	SID   int
 	Comm  string
+	// Threads is the process's thread count (field 20). A process whose
+	// main thread has exited shows that thread's state, Z, while the
+	// others still run: it counts the live ones besides the main one.
+	Threads int
 	// Status is a zombie's wait status as waitpid would report it (field
 	// 52, exit_code), read without reaping it; -1 for any other state or
 	// when the kernel gives none. (A reader the kernel would not let trace
@@ -40,8 +44,11 @@ type Stat struct {
 	Status int
 }
 
-// Dead reports whether the process has exited: a zombie counts as dead.
-func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' }
+// Dead reports whether the process has exited: a zombie counts as dead,
+// but not a process whose main thread exited while its other threads run
+// (it looks like a zombie, and it is alive: it can fork, hold devices and
+// ignore TERM).
+func (s Stat) Dead() bool { return (s.State == 'Z' || s.State == 'X') && s.Threads <= 1 }
 
 // ErrGone means the process no longer exists (or its pid names another process).
 var ErrGone = errors.New("process is gone")
@@ -77,8 +84,8 @@ func parseStat(pid int, s string) (Stat, error) {
 	st := Stat{Comm: s[open+1 : close], Status: -1}
 	st.PID = pid
 	rest := s[close+2:]
-	// Fields after comm start at field 3 (state); we need 3,4,5,6 and 22,
-	// and for a zombie 52.
+	// Fields after comm start at field 3 (state); we need 3,4,5,6, 20 and
+	// 22, and for a zombie 52.
 	var field int = 3
 	last := 22
 	for field <= last && len(rest) > 0 {
@@ -103,6 +110,8 @@ func parseStat(pid int, s string) (Stat, error) {
 			st.PGID, _ = strconv.Atoi(tok)
 		case 6:
 			st.SID, _ = strconv.Atoi(tok)
+		case 20:
+			st.Threads, _ = strconv.Atoi(tok)
 		case 22:
 			v, err := strconv.ParseUint(tok, 10, 64)
 			if err != nil {

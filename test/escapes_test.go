@@ -1,5 +1,6 @@
 // escapes_test.go owns the escape routes of ESCAPES.md that are about the
-// shape of the payload's tree: E1 to E9 and E14, each run against the real
+// shape of the payload's tree: E1 to E9 and E14 (and two more shapes of
+// their classes: a group joiner, a zombie leader), each run against the real
 // binary under every backend, each asserting the outcome in the table and
 // that no marked process is left.
 package test
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/zleader"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -418,6 +420,46 @@ exec sleep 300
 	requireNoneLeft(t, mark)
 	if r.Elapsed > 1500*time.Millisecond+5*time.Second {
 		t.Errorf("hold returned after %v: it waited on the zombie (grace 20 s) though everything else died on TERM", r.Elapsed)
+	}
+}
+
+// A member whose main thread has exited while another thread runs on and
+// ignores TERM: /proc shows it as a zombie, with no cmdline, environ or
+// fds on its main thread, but it is alive (it can fork and hold a device).
+// The root exits and leaves it, as in E1. cgroup.kill does not end such a
+// process (the kernel leaves its KILL pending on the exited main thread):
+// with a grace, the teardown has seen it and KILLs it through its pidfd
+// beside the write; with none, it KILLs it after one bounded wait for the
+// cgroup to empty (2 s), not after the survivor bound (30 s).
+//
+// Catches: a liveness test that takes state Z for dead (the member is left
+// running, and the hold returns at once with nothing to end); a teardown
+// that trusts cgroup.kill to end everything in the cgroup (it waits out
+// the survivor bound, or the 2 s wait with a grace).
+func TestZombieLeader(t *testing.T) { forBackends(t, true, routeZombieLeader) }
+
+func routeZombieLeader(t *testing.T, rg rig) {
+	prog := zleader.Build(t)
+	for _, c := range []struct {
+		grace string
+		bound time.Duration
+	}{{"1s", 2500 * time.Millisecond}, {"0", 10 * time.Second}} {
+		t.Run("grace-"+c.grace, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark(t)
+			d, q := rg.dirs(t)
+			payload := script(t, d, "root.sh", `"`+prog+`" "$GH_T/zl" &
+await zl
+exit 0
+`)
+			r := rg.start(t, q, mark, d, holdArgs(payload, "-g", c.grace)...).Wait(40 * time.Second)
+			requireEnd(t, r, 0, false)
+			requireNoneLeft(t, mark)
+			requireReleased(t, rg, q)
+			if r.Elapsed > c.bound {
+				t.Errorf("hold returned after %v (want under %v): it waited for cgroup.kill to end the member", r.Elapsed, c.bound)
+			}
+		})
 	}
 }
 

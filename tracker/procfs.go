@@ -302,7 +302,7 @@ func (t *procTracker) observe(st proc.Stat, now time.Time) {
 
 func (t *procTracker) emitExec(st proc.Stat, now time.Time) {
 	argv := proc.Cmdline(st.PID, MaxArgs, MaxArgLen)
-	exe, _ := os.Readlink("/proc/" + itoa(st.PID) + "/exe")
+	exe, _ := os.Readlink(st.Dir() + "/exe")
 	if exe == "" && len(argv) > 0 {
 		exe = argv[0]
 	}

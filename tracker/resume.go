@@ -6,7 +6,6 @@ package tracker
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"sync"
 
@@ -129,7 +128,7 @@ func (t *staticTracker) marked(pid int) bool {
 	if u := uidOf(pid); u == nil || *u != t.uid {
 		return false
 	}
-	env, err := os.ReadFile("/proc/" + itoa(pid) + "/environ")
+	env, err := proc.ReadFile(pid, "environ")
 	if err != nil {
 		return false
 	}

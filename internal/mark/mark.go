@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -28,7 +27,7 @@ func New() string {
 
 // Carries reports whether pid's environment carries mark.
 func Carries(pid int, mark string) bool {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := proc.ReadFile(pid, "environ")
 	if err != nil {
 		return false
 	}
