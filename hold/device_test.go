@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/internal/cprog"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/internal/zleader"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -130,7 +130,7 @@ func TestScanFindsZombieLeaderHolder(t *testing.T) {
 	defer f.Close()
 	var b [8]byte
 	rand.Read(b[:])
-	cmd := zleader.Start(t, []string{testMarkEnv + "=gpuholdtest-" + hex.EncodeToString(b[:])}, f)
+	cmd := cprog.StartZombieLeader(t, []string{testMarkEnv + "=gpuholdtest-" + hex.EncodeToString(b[:])}, f)
 	prog := cmd.Path
 	st, err := proc.ReadStat(cmd.Process.Pid)
 	if err != nil || st.State != 'Z' {

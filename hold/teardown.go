@@ -1,6 +1,7 @@
 // teardown.go owns the teardown engine: the union of the tracked lineage,
 // the payload's process group and its cgroup is ended TERM first, then,
-// after a grace that waits on the live set, sealed and KILLed until empty;
+// after a grace that waits on the live set, sealed and KILLed until a walk
+// finds nothing and the kernel's accounts (the cgroup, the tracker's) agree;
 // what will not die within a bound is recorded as a survivor. Everything is
 // signalled through pidfds opened after the start time was checked.
 package hold
@@ -123,10 +124,37 @@ func (td *teardown) killGroup() bool {
 }
 
 // noneAlive reports whether the tracker can vouch, without a walk, that no
-// lineage member is alive (the eBPF lineage map).
+// lineage member is alive (its kernel-side account: see tracker.Accounted).
 func (td *teardown) noneAlive() bool {
 	a, ok := td.tr.(tracker.Accounted)
-	return ok && a.NoneAlive()
+	if !ok {
+		return false
+	}
+	some, known := a.Account()
+	return known && !some
+}
+
+// quiet reports whether the kernel's own accounts agree with a walk that
+// found nothing alive: the cgroup is empty and the tracker's account names
+// no live member. A walk alone can be outrun: a process that forks and
+// exits in a loop is born after the walk lists /proc and gone before it
+// reads the stat, every time.
+func (td *teardown) quiet() bool {
+	if td.cg != nil && !td.cg.WaitEmpty(0) {
+		return false
+	}
+	a, ok := td.tr.(tracker.Accounted)
+	if !ok {
+		return true
+	}
+	some, known := a.Account()
+	return !known || !some
+}
+
+// over reports whether a KILL pass has nothing left to end: the walk found
+// nothing alive, and the accounts agree.
+func (td *teardown) over(live map[proc.Ident]proc.Stat) bool {
+	return len(live) == 0 && td.quiet()
 }
 
 // groupIsOurs reports whether the group number still names the payload's
@@ -195,15 +223,18 @@ func (td *teardown) run() Outcome {
 	}
 
 	// 3. Seal, then KILL until the union is empty or the survivor bound.
-	// With no grace and a cgroup, the cgroup is killed before anything is
-	// walked: the kernel ends its members at once, and the walks that follow
-	// only look for what is outside it.
-	if len(live) > 0 || live == nil {
-		if td.tr != nil {
-			if err := td.tr.Seal(); err != nil {
-				td.log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
-			}
+	// The seal comes first, whatever the grace left: from then on the eBPF
+	// lineage cannot grow and procfs's reaper has stopped, so the trackers'
+	// accounts can say whether something no walk found is alive. With no
+	// grace and a cgroup, the cgroup is killed before anything is walked:
+	// the kernel ends its members at once, and the walks that follow only
+	// look for what is outside it.
+	if td.tr != nil {
+		if err := td.tr.Seal(); err != nil {
+			td.log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
 		}
+	}
+	if live == nil || !td.over(live) {
 		killStart := time.Now()
 		lastWalk := killStart
 		markKilled := func(live map[proc.Ident]proc.Stat) {
@@ -254,18 +285,21 @@ func (td *teardown) run() Outcome {
 			for id := range live {
 				td.send(w, id, syscall.SIGKILL)
 			}
-			if len(live) == 0 || time.Since(killStart) > td.survivorWait {
+			if td.over(live) || time.Since(killStart) > td.survivorWait {
 				break
 			}
 			td.wait(w, live, td.survivorWait-time.Since(killStart))
 			live = td.refresh(w, live, &lastWalk)
 			td.settle(pending, live, killed)
-			if len(live) == 0 {
+			if td.over(live) {
 				break
 			}
 		}
 		if out.Passes > 1 {
 			td.log.Info().Int("passes", out.Passes).Msg("KILL passes")
+		}
+		if len(live) == 0 && !td.quiet() {
+			td.log.Error().Dur("survivor_wait", td.survivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
 		}
 	}
 	td.settle(pending, live, killed)
@@ -337,7 +371,9 @@ func (td *teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.D
 	if limit <= 0 {
 		return
 	}
-	if limit > rescanInterval && td.polls(w) {
+	// With nothing known alive (only an account that says otherwise),
+	// there is nothing to wait on: walk again soon.
+	if limit > rescanInterval && (td.polls(w) || len(live) == 0) {
 		limit = rescanInterval
 	}
 	if w == nil {

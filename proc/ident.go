@@ -137,8 +137,17 @@ func Self() (Ident, error) {
 
 // Alive reports whether id still names a live (non-zombie) process.
 func Alive(id Ident) bool {
+	_, ok := LiveStat(id)
+	return ok
+}
+
+// LiveStat returns id's stat when id still names a live process.
+func LiveStat(id Ident) (Stat, bool) {
 	st, err := ReadStat(id.PID)
-	return err == nil && st.Start == id.Start && !st.Dead()
+	if err != nil || st.Start != id.Start || st.Dead() {
+		return Stat{}, false
+	}
+	return st, true
 }
 
 // UID returns the uid that owns pid (its effective uid), or -1 when the

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpu-hold/gpu-hold/internal/zleader"
+	"github.com/gpu-hold/gpu-hold/internal/cprog"
 )
 
 // A stat in state Z is dead only when no other thread is left: field 20
@@ -36,7 +36,7 @@ func TestDeadCountsThreads(t *testing.T) {
 // live thread; a pidfd opened on it ends it.
 func TestZombieLeaderIsAlive(t *testing.T) {
 	mark := markEnv()
-	cmd := zleader.Start(t, []string{mark})
+	cmd := cprog.StartZombieLeader(t, []string{mark})
 	prog := cmd.Path
 	pid := cmd.Process.Pid
 	st, err := ReadStat(pid)

@@ -1,6 +1,6 @@
 // escapes_test.go owns the escape routes of ESCAPES.md that are about the
-// shape of the payload's tree: E1 to E9 and E14 (and two more shapes of
-// their classes: a group joiner, a zombie leader), each run against the real
+// shape of the payload's tree: E1 to E9 and E14 (and more shapes of their
+// classes: a group joiner, a hopper, a zombie leader), each run against the real
 // binary under every backend, each asserting the outcome in the table and
 // that no marked process is left.
 package test
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/internal/zleader"
+	"github.com/gpu-hold/gpu-hold/internal/cprog"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -379,6 +379,57 @@ exec sleep 300
 	}
 }
 
+// A hopper: a TERM-ignoring process that forks and exits in a loop (each
+// generation lives about 100 us), so every walk of /proc lists it before it
+// is born or reads its stat after it is gone. Its generations count
+// themselves in a file: the count must stop growing when the hold returns.
+//
+// Catches: a teardown that ends when a walk finds nothing alive (it skips
+// the KILL pass, or ends it, while the hopper runs on), under every backend
+// and with or without a cgroup; a procfs tracker that does not look among
+// the hold's own children for what its walks missed.
+func TestHopper(t *testing.T) { forBackends(t, true, routeHopper) }
+
+func routeHopper(t *testing.T, rg rig) {
+	prog := cprog.Hopper(t)
+	for _, grace := range []string{"1s", "0"} {
+		t.Run("grace-"+grace, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark(t)
+			d, q := rg.dirs(t)
+			count, stop := filepath.Join(d, "count"), filepath.Join(d, "stop")
+			t.Cleanup(func() { // whatever the outcome, the hopper stops
+				os.WriteFile(stop, nil, 0o644)
+				for size := int64(-1); size != fileSize(count); time.Sleep(100 * time.Millisecond) {
+					size = fileSize(count)
+				}
+			})
+			payload := script(t, d, "root.sh", `"`+prog+`" "$GH_T/count" "$GH_T/stop" &
+until [ -s "$GH_T/count" ]; do sleep 0.01; done
+sleep 0.3
+exit 0
+`)
+			r := rg.start(t, q, mark, d, holdArgs(payload, "-g", grace, "--survivor-wait", "10s")...).Wait(30 * time.Second)
+			requireEnd(t, r, 0, false)
+			before := fileSize(count)
+			time.Sleep(300 * time.Millisecond)
+			if after := fileSize(count); after != before || before < 2 {
+				t.Errorf("the hopper's generations went from %d to %d in the 300 ms after the hold returned: it outlived the hold", before, after)
+			}
+			requireNoneLeft(t, mark)
+		})
+	}
+}
+
+// fileSize is path's size, or -1 when it cannot be read.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
+
 // E9: a zombie: an escaped (setsid) parent that never reaps its dead child
 // (bash forks `sleep 0.3 &` and then execs `sleep 300`, which never calls
 // wait). Everything dies on TERM; the grace is 20 s.
@@ -439,7 +490,7 @@ exec sleep 300
 func TestZombieLeader(t *testing.T) { forBackends(t, true, routeZombieLeader) }
 
 func routeZombieLeader(t *testing.T, rg rig) {
-	prog := zleader.Build(t)
+	prog := cprog.ZombieLeader(t)
 	for _, c := range []struct {
 		grace string
 		bound time.Duration

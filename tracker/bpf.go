@@ -162,7 +162,9 @@ func (t *bpfTracker) Live() ([]proc.Stat, error) {
 	return live, errors.Join(errs...)
 }
 
-// LiveIn is Live over the caller's walk: no stat is read per member.
+// LiveIn is Live over the caller's walk: no stat is read per member the
+// walk saw. A member it did not see (born after it listed /proc) is read
+// on its own: a process that forks and exits in a loop is never in a walk.
 func (t *bpfTracker) LiveIn(s *Snapshot) []proc.Stat {
 	ms, err := t.l.Members()
 	if err != nil {
@@ -175,7 +177,11 @@ func (t *bpfTracker) LiveIn(s *Snapshot) []proc.Stat {
 		if m.PID == t.self {
 			continue
 		}
-		st, ok := s.Get(proc.Ident{PID: m.PID, Start: m.StartTicks()})
+		id := proc.Ident{PID: m.PID, Start: m.StartTicks()}
+		st, ok := s.Get(id)
+		if _, listed := s.ByPID[m.PID]; !listed {
+			st, ok = proc.LiveStat(id)
+		}
 		if !ok {
 			continue
 		}
@@ -185,19 +191,20 @@ func (t *bpfTracker) LiveIn(s *Snapshot) []proc.Stat {
 	return live
 }
 
-// NoneAlive reads the lineage map: a member's entry goes when its last
+// Account reads the lineage map: a member's entry goes when its last
 // thread exits, so an empty map (and no member lost to overflow) means no
-// member is alive, wherever it went.
-func (t *bpfTracker) NoneAlive() bool {
+// member is alive, wherever it went. Once sealed, an entry that a read of
+// the map misses while the map changes is a child killed at its birth.
+func (t *bpfTracker) Account() (some, known bool) {
 	c, err := t.l.Counters()
 	if err != nil || c.Overflow > 0 {
-		return false
+		return false, false
 	}
 	ms, err := t.l.Members()
 	if err != nil {
-		return false
+		return false, false
 	}
-	return !slices.ContainsFunc(ms, func(m bpf.Member) bool { return m.PID != t.self })
+	return slices.ContainsFunc(ms, func(m bpf.Member) bool { return m.PID != t.self }), true
 }
 
 // Changed is signalled on every fork and exit the kernel reports.

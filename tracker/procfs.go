@@ -225,6 +225,25 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 		t.observe(st, now)
 		return true
 	})
+	// Children the walk did not list (born after it listed /proc): a
+	// process that forks and exits in a loop is never in a walk, but it is
+	// always among the hold's children.
+	t.adopted(func(pid int) {
+		if _, listed := s.ByPID[pid]; listed {
+			return
+		}
+		st, err := proc.ReadStat(pid)
+		switch {
+		case err != nil || st.PPID != t.self:
+		case st.Dead():
+			found[st.Ident] = true
+			reap = append(reap, st)
+		default:
+			found[st.Ident] = true
+			live = append(live, st)
+			t.observe(st, now)
+		}
+	})
 	// Members seen before but no longer below the hold (they cannot get out
 	// from under a subreaper, but the union is what the design promises).
 	for _, id := range t.byPID {
@@ -328,6 +347,18 @@ func (t *procTracker) exited(id proc.Ident, m *procMember, now time.Time, status
 // reapAdopted reaps the zombies among the hold's own children (the
 // orphans it adopted), reading only its children lists.
 func (t *procTracker) reapAdopted() {
+	t.adopted(func(pid int) {
+		// One peek per child: a live one costs nothing more.
+		if _, exited, _ := proc.PeekExit(pid, false); exited {
+			t.reap(pid)
+		}
+	})
+}
+
+// adopted calls fn with each child of the hold but the payload's own
+// process (os/exec's), alive or a zombie, from the kernel's children lists
+// of the hold's threads.
+func (t *procTracker) adopted(fn func(pid int)) {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return
@@ -338,16 +369,37 @@ func (t *procTracker) reapAdopted() {
 			continue
 		}
 		for _, f := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(f)
-			if err != nil || pid == t.root.PID {
-				continue
-			}
-			// One peek per child: a live one costs nothing more.
-			if _, exited, _ := proc.PeekExit(pid, false); exited {
-				t.reap(pid)
+			if pid, err := strconv.Atoi(f); err == nil && pid != t.root.PID {
+				fn(pid)
 			}
 		}
 	}
+}
+
+// Account says whether the hold has a child left besides the payload's
+// own process, alive or a zombie not yet reaped, or the payload's process
+// is alive. Every live member is below the hold (orphans come to it), so
+// some live member has a live ancestor among the hold's children; and a
+// process that forks and exits in a loop always has one of its own there:
+// the one that forked is adopted, and stays as a zombie until the hold
+// reaps it, by the time its parent's exit hands the newborn to the hold.
+// Known only once sealed, when the background reaper has stopped: only
+// the caller's own reaps then empty the lists.
+func (t *procTracker) Account() (some, known bool) {
+	t.mu.Lock()
+	sealed := !t.sealed.IsZero()
+	t.mu.Unlock()
+	if !sealed {
+		return false, false
+	}
+	if t.done != nil {
+		<-t.done
+	}
+	if proc.Alive(t.root) {
+		return true, true
+	}
+	t.adopted(func(int) { some = true })
+	return some, true
 }
 
 // reap collects an adopted orphan's zombie (never the payload's: os/exec

@@ -50,14 +50,19 @@ type Tracker interface {
 	Close() error
 }
 
-// Accounted is a Tracker whose kernel-side account of its lineage is
-// complete (the eBPF lineage map): it can tell that no member is alive
-// without a walk of /proc.
+// Accounted is a Tracker with a kernel-side account of its live members
+// that a walk of /proc cannot outrun: a process that forks and exits in a
+// loop is born after a walk lists /proc and gone before it reads the stat,
+// but it is always in the account (the eBPF lineage map; for procfs, the
+// hold's own children, of which one of the loop's is always one, alive or
+// a zombie). A teardown ends only when the account agrees that nothing is
+// alive, and skips the walk when it says so.
 type Accounted interface {
-	// NoneAlive reports that no lineage member is alive now. False when it
-	// is not certain: a member was lost (map overflow) or the account
-	// cannot be read.
-	NoneAlive() bool
+	// Account reports whether the account names a member alive now
+	// (some), and whether it is complete (known: false when a member was
+	// lost to a full map, the account cannot be read, or procfs is not yet
+	// sealed and its reaper may empty the list under the reader).
+	Account() (some, known bool)
 }
 
 // Counters are the tracker's own losses, reported in the record and in
