@@ -36,13 +36,33 @@ func (h *holdRun) reapDead(ctx context.Context, g queue.Grant) error {
 	return nil
 }
 
+// holderAlive reports whether a holder the queue found dead (its lock is
+// gone) is alive all the same. A holder whose lock went with its last
+// thread's files may still be finishing its exit: its main thread shows as
+// a zombie while the other threads end. It is given up to dyingWait to
+// finish before its ticket is taken for a lie.
+func holderAlive(id proc.Ident) bool {
+	for deadline := time.Now().Add(dyingWait); ; time.Sleep(5 * time.Millisecond) {
+		st, ok := proc.LiveStat(id)
+		if !ok {
+			return false
+		}
+		if st.State != 'Z' || time.Now().After(deadline) {
+			return true
+		}
+	}
+}
+
+// dyingWait bounds the wait for a dying holder's last threads (holderAlive).
+const dyingWait = 2 * time.Second
+
 // reapOne ends dead holder d's lineage and returns what was done.
 func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) tracker.ReapedHold {
 	log = log.With().Uint64("dead_ticket", d.Seq).Str("dead_hold", d.HoldID).Int("dead_pid", d.Holder.PID).Logger()
 	log.Warn().Uint64("ticket", d.Seq).Str("label", d.Label).Msg("dead holder: the previous holder died without releasing; ending its lineage first")
 	rh := tracker.ReapedHold{HoldID: d.HoldID, Holder: d.Holder, Record: d.Record, At: time.Now()}
 
-	if proc.Alive(d.Holder) {
+	if holderAlive(d.Holder) {
 		// The queue found this holder dead (its lock is gone), yet the
 		// identity the ticket names is alive: the ticket lies. End nothing.
 		log.Error().Msg("the dead holder's ticket names a live process as its holder (forged or damaged ticket): not ending anything for it")
