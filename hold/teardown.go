@@ -23,6 +23,10 @@ import (
 // wait at once through pidfds.
 const rescanInterval = 50 * time.Millisecond
 
+// chaseInterval is the pause between KILL passes while a walk finds nothing
+// alive but the kernel's accounts name something (see quiet).
+const chaseInterval = 5 * time.Millisecond
+
 // emptyWait bounds one wait for the cgroup to empty after its cgroup.kill.
 // cgroup.kill sends each process's main thread a KILL that only that thread
 // acts on, so a process whose main thread has exited while other threads
@@ -371,9 +375,15 @@ func (td *teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.D
 	if limit <= 0 {
 		return
 	}
-	// With nothing known alive (only an account that says otherwise),
-	// there is nothing to wait on: walk again soon.
-	if limit > rescanInterval && (td.polls(w) || len(live) == 0) {
+	// With nothing known alive, only an account that says otherwise (a
+	// process that forks and exits in a loop, which each walk misses),
+	// there is nothing to wait on: walk again almost at once, since each
+	// pass ends the generation it finds only if that one has not forked
+	// the next yet.
+	if len(live) == 0 {
+		limit = min(limit, chaseInterval)
+	}
+	if limit > rescanInterval && td.polls(w) {
 		limit = rescanInterval
 	}
 	if w == nil {

@@ -170,10 +170,36 @@ func (t *procTracker) Live() ([]proc.Stat, error) {
 	return t.LiveIn(s), nil
 }
 
-// LiveIn is Live over the caller's walk.
+// LiveIn is Live over the caller's walk, plus the hold's children it did
+// not list. Those are looked up last, after the reaps, so that a teardown
+// signals what they hold at once.
 func (t *procTracker) LiveIn(s *Snapshot) []proc.Stat {
 	live, reap := t.members(s)
 	t.reapAll(reap, min(runtime.GOMAXPROCS(0), len(reap)/parallelReap+1))
+	return append(live, t.unlisted(s)...)
+}
+
+// unlisted returns the live children of the hold that walk s did not list
+// (born after it listed /proc), and reaps the zombies among them. A process
+// that forks and exits in a loop is never in a walk, but one of its
+// generations is always among the hold's children.
+func (t *procTracker) unlisted(s *Snapshot) (live []proc.Stat) {
+	t.adopted(func(pid int) {
+		if _, listed := s.ByPID[pid]; listed {
+			return
+		}
+		st, err := proc.ReadStat(pid)
+		switch {
+		case err != nil || st.PPID != t.self:
+		case st.Dead():
+			t.reapZombie(st)
+		default:
+			live = append(live, st)
+			t.mu.Lock()
+			t.observe(st, time.Now())
+			t.mu.Unlock()
+		}
+	})
 	return live
 }
 
@@ -224,25 +250,6 @@ func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) 
 		live = append(live, st)
 		t.observe(st, now)
 		return true
-	})
-	// Children the walk did not list (born after it listed /proc): a
-	// process that forks and exits in a loop is never in a walk, but it is
-	// always among the hold's children.
-	t.adopted(func(pid int) {
-		if _, listed := s.ByPID[pid]; listed {
-			return
-		}
-		st, err := proc.ReadStat(pid)
-		switch {
-		case err != nil || st.PPID != t.self:
-		case st.Dead():
-			found[st.Ident] = true
-			reap = append(reap, st)
-		default:
-			found[st.Ident] = true
-			live = append(live, st)
-			t.observe(st, now)
-		}
 	})
 	// Members seen before but no longer below the hold (they cannot get out
 	// from under a subreaper, but the union is what the design promises).
