@@ -52,6 +52,7 @@ type teardown struct {
 	log          zerolog.Logger
 	fate         func(id proc.Ident, f Fate, at time.Time) // may be nil
 	onKill       func(at time.Time)                        // called when the KILL pass begins; may be nil
+	group        *proc.Group                               // the payload's group (openGroup); nil: none
 	onlyUID      bool                                      // end only processes of uid (reaping a user's lineage)
 	uid          int
 	selfPID      int
@@ -112,15 +113,35 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 	return set
 }
 
-// killGroup sends KILL to the payload's process group through its leader's
-// pidfd, and reports whether it did (false: no group, the leader's pid is
-// no longer the payload's, or a kernel older than 6.9; targets() then
-// finds the members by a walk).
-func (td *teardown) killGroup() bool {
+// openGroup opens the payload's process group through its leader's pidfd,
+// at the start, while the leader still holds the group's number (the
+// hold's payload is not reaped before its teardown; a dead holder's may be
+// gone): the group's KILL then reaches its members even after the leader
+// died of its TERM. No group when there is none, it is the hold's own, or
+// its leader is gone.
+func (td *teardown) openGroup() {
 	if td.pgid <= 0 || td.pgid == td.selfPGID || td.pgid != td.root.PID {
-		return td.pgid <= 0
+		return
 	}
-	if err := proc.SignalGroup(td.root, syscall.SIGKILL); err != nil {
+	if g, err := proc.OpenGroup(td.root); err == nil {
+		td.group = g
+	}
+}
+
+// killGroup sends KILL to the payload's process group through its leader's
+// pidfd, and reports whether the group is ended (true too when there is no
+// group, or none of it is left; false when it cannot be signalled: its
+// leader was gone before teardown, or a kernel older than 6.9. targets()
+// then finds the members by a walk).
+func (td *teardown) killGroup() bool {
+	if td.pgid <= 0 {
+		return true
+	}
+	if td.group == nil {
+		return false
+	}
+	err := td.group.Signal(syscall.SIGKILL)
+	if err != nil && err != proc.ErrGone {
 		td.log.Debug().Err(err).Int("pgid", td.pgid).Msg("cannot KILL the payload's group through its leader's pidfd; walking /proc for it")
 		return false
 	}
@@ -175,6 +196,12 @@ func (td *teardown) run() Outcome {
 	out := Outcome{Start: time.Now()}
 	td.selfPID = os.Getpid()
 	td.selfPGID = syscall.Getpgrp()
+	td.openGroup()
+	defer func() {
+		if td.group != nil {
+			td.group.Close()
+		}
+	}()
 	w, err := newWatcher()
 	if err != nil {
 		td.log.Warn().Err(err).Msg("epoll unavailable; teardown rescans on a timer")
@@ -238,7 +265,14 @@ func (td *teardown) run() Outcome {
 			td.log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
 		}
 	}
-	if live == nil || !td.over(live) {
+	if live != nil && td.over(live) {
+		// Nothing a walk or an account sees is alive. The group's KILL
+		// goes all the same: the kernel resolves its members at that
+		// instant (atomically against their forks), and a dead holder's
+		// reaper has no account of a member that forks and exits in a
+		// loop outside any cgroup.
+		td.killGroup()
+	} else {
 		killStart := time.Now()
 		lastWalk := killStart
 		markKilled := func(live map[proc.Ident]proc.Stat) {
@@ -285,6 +319,12 @@ func (td *teardown) run() Outcome {
 					live = td.targets() // what is left is outside the cgroup
 				}
 				markKilled(live)
+			} else {
+				// The kernel resolves the group's members at the instant
+				// of the KILL: a walk can miss a member that forks and
+				// exits in a loop, and no subreaper holds it for a hold
+				// that is reaping a dead holder's lineage.
+				td.killGroup()
 			}
 			for id := range live {
 				td.send(w, id, syscall.SIGKILL)

@@ -67,28 +67,57 @@ func (h *Handle) Close() error { return unix.Close(h.FD) }
 // pidfdSignalProcessGroup is PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+).
 const pidfdSignalProcessGroup = 1 << 2
 
-// SignalGroup sends sig to the process group that id leads, through id's
-// pidfd: the kernel resolves the members at once, and the group number
-// cannot name another group while id (alive or a zombie) holds it. It
-// returns ErrGone when id is reaped or its pid names another process, and
-// an error wrapping EINVAL on a kernel without the flag.
-func SignalGroup(id Ident, sig syscall.Signal) error {
+// Group is a pidfd on a process group's leader, opened while the leader
+// held the group's number. Through it the kernel resolves the group's
+// members at each signal, for as long as the group has any, even after
+// the leader is reaped: the group's pid lives on while a member uses it,
+// so it never names another group.
+type Group struct {
+	leader Ident
+	h      *Handle
+}
+
+// OpenGroup opens the group that id leads (id alive or a zombie). It
+// returns ErrGone when id is reaped, its pid names another process, or it
+// leads no group.
+func OpenGroup(id Ident) (*Group, error) {
 	h, st, err := open(id, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer h.Close()
 	if st.PGID != id.PID {
-		return ErrGone
+		h.Close()
+		return nil, ErrGone
 	}
-	err = unix.PidfdSendSignal(h.FD, sig, nil, pidfdSignalProcessGroup)
+	return &Group{leader: id, h: h}, nil
+}
+
+// Signal sends sig to every member of the group now. It returns ErrGone
+// when the group has no member left, and an error wrapping EINVAL on a
+// kernel without PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+).
+func (g *Group) Signal(sig syscall.Signal) error {
+	err := unix.PidfdSendSignal(g.h.FD, sig, nil, pidfdSignalProcessGroup)
 	if errors.Is(err, unix.ESRCH) {
 		return ErrGone
 	}
 	if err != nil {
-		return fmt.Errorf("signalling the process group of pid %d: %w", id.PID, err)
+		return fmt.Errorf("signalling the process group of pid %d: %w", g.leader.PID, err)
 	}
 	return nil
+}
+
+// Close releases the pidfd.
+func (g *Group) Close() error { return g.h.Close() }
+
+// SignalGroup sends sig to the process group that id leads (OpenGroup,
+// then Signal).
+func SignalGroup(id Ident, sig syscall.Signal) error {
+	g, err := OpenGroup(id)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	return g.Signal(sig)
 }
 
 // Signal opens a verified pidfd for id, sends sig and closes it.

@@ -397,13 +397,7 @@ func routeHopper(t *testing.T, rg rig) {
 			t.Parallel()
 			mark := newMark(t)
 			d, q := rg.dirs(t)
-			count, stop := filepath.Join(d, "count"), filepath.Join(d, "stop")
-			t.Cleanup(func() { // whatever the outcome, the hopper stops
-				os.WriteFile(stop, nil, 0o644)
-				for size := int64(-1); size != fileSize(count); time.Sleep(100 * time.Millisecond) {
-					size = fileSize(count)
-				}
-			})
+			stopHopperAtEnd(t, d)
 			payload := script(t, d, "root.sh", `"`+prog+`" "$GH_T/count" "$GH_T/stop" &
 until [ -s "$GH_T/count" ]; do sleep 0.01; done
 sleep 0.3
@@ -411,13 +405,33 @@ exit 0
 `)
 			r := rg.start(t, q, mark, d, holdArgs(payload, "-g", grace, "--survivor-wait", "10s")...).Wait(30 * time.Second)
 			requireEnd(t, r, 0, false)
-			before := fileSize(count)
-			time.Sleep(300 * time.Millisecond)
-			if after := fileSize(count); after != before || before < 2 {
-				t.Errorf("the hopper's generations went from %d to %d in the 300 ms after the hold returned: it outlived the hold", before, after)
-			}
+			requireHopperGone(t, d)
 			requireNoneLeft(t, mark)
 		})
+	}
+}
+
+// stopHopperAtEnd makes the hopper whose files are in d stop when the test
+// ends, whatever the outcome, and waits until it has.
+func stopHopperAtEnd(t *testing.T, d string) {
+	count := filepath.Join(d, "count")
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(d, "stop"), nil, 0o644)
+		for size := int64(-1); size != fileSize(count); time.Sleep(100 * time.Millisecond) {
+			size = fileSize(count)
+		}
+	})
+}
+
+// requireHopperGone checks that the hopper whose files are in d no longer
+// counts generations.
+func requireHopperGone(t *testing.T, d string) {
+	t.Helper()
+	count := filepath.Join(d, "count")
+	before := fileSize(count)
+	time.Sleep(300 * time.Millisecond)
+	if after := fileSize(count); after != before || before < 2 {
+		t.Errorf("the hopper's generations went from %d to %d in 300 ms after the hold returned: it outlived the hold", before, after)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/cprog"
 )
 
 // e10Tree is hold A's payload: a setsid'd TERM-ignoring child, a
@@ -248,6 +250,34 @@ func routeE10NextHold(t *testing.T, rg rig) {
 		t.Errorf("A's reap ended at %v, not before B's payload started at %v", adoc.Reaps, ps)
 	}
 	requireReleased(t, rg, q)
+}
+
+// E10 with a hopper: hold A is SIGKILLed while a member forks and exits in
+// a loop (in the payload's group; its generations count themselves); hold
+// B, with a grace, must end it before its payload runs. A's root dies of
+// B's TERM, so by B's KILL pass the group has no leader.
+//
+// Catches: a reaper that ends only what its walks find. Under procfs
+// without a cgroup the hopper's orphans went to init with A and no walk
+// finds it: only the payload's group, KILLed through the leader's pidfd
+// opened before the leader died, reaches it, and only if the reaper sends
+// that KILL although its walks found nothing alive.
+func TestE10Hopper(t *testing.T) { forBackends(t, true, routeE10Hopper) }
+
+func routeE10Hopper(t *testing.T, rg rig) {
+	prog := cprog.Hopper(t)
+	d, q := rg.dirs(t)
+	stopHopperAtEnd(t, d)
+	tree := `"` + prog + `" "$GH_T/count" "$GH_T/stop" &
+put root $$
+until [ -s "$GH_T/count" ]; do sleep 0.01; done
+put ready 1
+exec sleep 300
+`
+	startAndKill(t, rg, q, d, tree, []string{"root"}, func(*started) { waitFile(t, filepath.Join(d, "ready"), 10*time.Second) }, nil)
+	rb := rg.start(t, q, newMark(t), d, holdArgs([]string{"true"}, "-g", "1s")...).Wait(30 * time.Second)
+	requireEnd(t, rb, 0, false)
+	requireHopperGone(t, d)
 }
 
 // recordPathIn returns the one record in q's records dir.
