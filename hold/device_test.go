@@ -5,8 +5,6 @@ package hold
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -21,12 +19,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/cprog"
+	"github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
-// testMarkEnv marks every process these tests start (as test/harness_test.go does).
-const testMarkEnv = "GPU_HOLD_TEST_MARK"
+// testMark is the environment entry that marks a process these tests
+// start (as test/harness_test.go does), fresh for each.
+func testMark() string { return mark.Env + "=" + mark.New() }
 
 // fakeDevice creates a plain file standing for a device node.
 func fakeDevice(t *testing.T) string {
@@ -48,10 +48,8 @@ func holdOpen(t *testing.T, path string) (*exec.Cmd, proc.Ident) {
 		t.Fatal(err)
 	}
 	defer f.Close() // the test process keeps no fd on it of its own
-	var b [8]byte
-	rand.Read(b[:])
 	cmd := exec.Command("sleep", "60")
-	cmd.Env = append(os.Environ(), testMarkEnv+"=gpuholdtest-"+hex.EncodeToString(b[:]))
+	cmd.Env = append(os.Environ(), testMark())
 	cmd.ExtraFiles = []*os.File{f}
 	if err := cmd.Start(); err != nil { // returns after the exec: fd 3 is there
 		t.Fatal(err)
@@ -128,9 +126,7 @@ func TestScanFindsZombieLeaderHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var b [8]byte
-	rand.Read(b[:])
-	cmd := cprog.StartZombieLeader(t, []string{testMarkEnv + "=gpuholdtest-" + hex.EncodeToString(b[:])}, f)
+	cmd := cprog.StartZombieLeader(t, []string{testMark()}, f)
 	prog := cmd.Path
 	st, err := proc.ReadStat(cmd.Process.Pid)
 	if err != nil || st.State != 'Z' {

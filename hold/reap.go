@@ -40,17 +40,19 @@ func (h *holdRun) reapDead(ctx context.Context, g queue.Grant) error {
 // gone) is alive all the same. A holder whose lock went with its last
 // thread's files may still be finishing its exit: its main thread shows as
 // a zombie while the other threads end. It is given up to dyingWait to
-// finish before its ticket is taken for a lie.
+// finish (its pidfd turns readable when the last thread is gone) before its
+// ticket is taken for a lie.
 func holderAlive(id proc.Ident) bool {
-	for deadline := time.Now().Add(dyingWait); ; time.Sleep(5 * time.Millisecond) {
-		st, ok := proc.LiveStat(id)
-		if !ok {
-			return false
-		}
-		if st.State != 'Z' || time.Now().After(deadline) {
-			return true
-		}
+	st, ok := proc.LiveStat(id)
+	if !ok || st.State != 'Z' {
+		return ok
 	}
+	h, err := proc.Open(id)
+	if err != nil {
+		return false // it finished meanwhile
+	}
+	defer h.Close()
+	return !h.WaitExit(dyingWait)
 }
 
 // dyingWait bounds the wait for a dying holder's last threads (holderAlive).

@@ -32,7 +32,7 @@ func TestHolderAliveWaitsForDyingThreads(t *testing.T) {
 	}
 	t.Run("dying", func(t *testing.T) {
 		t.Parallel()
-		cmd := cprog.StartZombieLeader(t, nil)
+		cmd := cprog.StartZombieLeader(t, []string{testMark()})
 		pid := cmd.Process.Pid
 		st, err := proc.ReadStat(pid)
 		if err != nil {
@@ -67,7 +67,7 @@ func TestHolderAliveWaitsForDyingThreads(t *testing.T) {
 	})
 	t.Run("alive", func(t *testing.T) {
 		t.Parallel()
-		cmd := cprog.StartZombieLeader(t, nil)
+		cmd := cprog.StartZombieLeader(t, []string{testMark()})
 		st, err := proc.ReadStat(cmd.Process.Pid)
 		if err != nil {
 			t.Fatal(err)

@@ -148,14 +148,19 @@ func (td *teardown) killGroup() bool {
 	return true
 }
 
-// noneAlive reports whether the tracker can vouch, without a walk, that no
-// lineage member is alive (its kernel-side account: see tracker.Accounted).
-func (td *teardown) noneAlive() bool {
-	a, ok := td.tr.(tracker.Accounted)
-	if !ok {
-		return false
+// account is the tracker's kernel-side account of its live members (see
+// tracker.Accounted); not known for a tracker that keeps none.
+func (td *teardown) account() (some, known bool) {
+	if a, ok := td.tr.(tracker.Accounted); ok {
+		return a.Account()
 	}
-	some, known := a.Account()
+	return false, false
+}
+
+// noneAlive reports whether the tracker can vouch, without a walk, that no
+// lineage member is alive.
+func (td *teardown) noneAlive() bool {
+	some, known := td.account()
 	return known && !some
 }
 
@@ -168,12 +173,8 @@ func (td *teardown) quiet() bool {
 	if td.cg != nil && !td.cg.WaitEmpty(0) {
 		return false
 	}
-	a, ok := td.tr.(tracker.Accounted)
-	if !ok {
-		return true
-	}
-	some, known := a.Account()
-	return !known || !some
+	some, known := td.account()
+	return !(known && some)
 }
 
 // over reports whether a KILL pass has nothing left to end: the walk found

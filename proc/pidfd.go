@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,10 +56,19 @@ func (h *Handle) Signal(sig syscall.Signal) error {
 }
 
 // Exited reports, without blocking, whether the process has exited.
-func (h *Handle) Exited() bool {
-	fds := []unix.PollFd{{Fd: int32(h.FD), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0
+func (h *Handle) Exited() bool { return h.WaitExit(0) }
+
+// WaitExit waits up to limit for the process to exit (all its threads: a
+// pidfd becomes readable only then) and reports whether it did.
+func (h *Handle) WaitExit(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		fds := []unix.PollFd{{Fd: int32(h.FD), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(max(time.Until(deadline), 0)/time.Millisecond))
+		if err != unix.EINTR {
+			return err == nil && n > 0
+		}
+	}
 }
 
 // Close releases the pidfd.
@@ -108,17 +118,6 @@ func (g *Group) Signal(sig syscall.Signal) error {
 
 // Close releases the pidfd.
 func (g *Group) Close() error { return g.h.Close() }
-
-// SignalGroup sends sig to the process group that id leads (OpenGroup,
-// then Signal).
-func SignalGroup(id Ident, sig syscall.Signal) error {
-	g, err := OpenGroup(id)
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	return g.Signal(sig)
-}
 
 // Signal opens a verified pidfd for id, sends sig and closes it.
 // It never signals a pid whose start time differs from id.Start.

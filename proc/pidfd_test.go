@@ -1,5 +1,5 @@
-// pidfd_test.go checks SignalGroup, which a teardown trusts with the
-// payload's whole group: it reaches a member after the leader has exited
+// pidfd_test.go checks Group (OpenGroup, Signal), which a teardown trusts
+// with the payload's whole group: it reaches a member after the leader has exited
 // (the leader's zombie still holds the group), and a leader named with the
 // wrong start time signals nothing.
 package proc
@@ -66,12 +66,17 @@ func alive(id Ident) bool {
 
 func TestSignalGroupZombieLeader(t *testing.T) {
 	leader, member := groupWithZombieLeader(t)
-	if err := SignalGroup(leader, syscall.SIGKILL); err != nil {
-		t.Fatalf("SignalGroup: %v", err)
+	g, err := OpenGroup(leader)
+	if err != nil {
+		t.Fatalf("OpenGroup: %v", err)
+	}
+	defer g.Close()
+	if err := g.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("Group.Signal: %v", err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); alive(member); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the member %d of the zombie leader's group is alive 5 s after SignalGroup(KILL)", member.PID)
+			t.Fatalf("the member %d of the zombie leader's group is alive 5 s after the group's KILL", member.PID)
 		}
 	}
 }
@@ -79,11 +84,15 @@ func TestSignalGroupZombieLeader(t *testing.T) {
 func TestSignalGroupWrongStart(t *testing.T) {
 	leader, member := groupWithZombieLeader(t)
 	wrong := Ident{PID: leader.PID, Start: leader.Start + 1}
-	if err := SignalGroup(wrong, syscall.SIGKILL); err != ErrGone {
-		t.Errorf("SignalGroup with the wrong start time returned %v, want ErrGone", err)
+	if g, err := OpenGroup(wrong); err != ErrGone {
+		t.Errorf("OpenGroup with the wrong start time returned %v, want ErrGone", err)
+		if err == nil {
+			g.Signal(syscall.SIGKILL)
+			g.Close()
+		}
 	}
 	time.Sleep(50 * time.Millisecond)
 	if !alive(member) {
-		t.Errorf("SignalGroup with the wrong start time killed the group's member %d", member.PID)
+		t.Errorf("a group opened with the wrong start time killed the group's member %d", member.PID)
 	}
 }
