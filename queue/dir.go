@@ -1,6 +1,7 @@
 // dir.go owns the directory backend's handle: OpenDir, the check of the
-// resource name, and the opening (or creation) of <dir>/<resource>/ through
-// a directory fd that is checked once and used for every later file access.
+// resource name, and the opening (or creation, with its group and mode) of
+// <dir>/<resource>/ through a directory fd that is checked once, owner
+// included, and used for every later file access.
 package queue
 
 import (
@@ -24,7 +25,17 @@ type DirOptions struct {
 	// (garbage, foreign, forged, a planted symlink), once per file per
 	// process. Nil drops the warnings.
 	Warn func(msg string)
+	// NoCreate is for commands that only read (queue, cancel, show): they
+	// create nothing, so a mistyped -r leaves no directory behind. A
+	// missing queue or resource dir is then an error that wraps
+	// ErrNoResource, and a resource dir another user owns is reported
+	// through Warn instead of refused.
+	NoCreate bool
 }
+
+// ErrNoResource: the resource has no directory in the queue dir (no hold
+// has used it there), and the open was not allowed to create one.
+var ErrNoResource = errors.New("resource has no directory in the queue dir")
 
 // dirQueue is one resource's queue in <dir>/<resource>/. Every file in it is
 // reached relative to fd, without following symlinks.
@@ -70,100 +81,185 @@ func ValidResource(name string) error {
 }
 
 // OpenDir opens the queue of resource in dir, creating <dir>/<resource>/
-// when missing (mode 0770 minus the umask, group-writable and sticky when
-// dir is a shared group-writable directory; a setgid dir's group is
-// inherited). The caller may close the queue with its Close method.
+// when missing unless opts.NoCreate: in a shared dir (others may write it)
+// with mode 03775 and the dir's group, set explicitly so that no umask
+// locks the group out; in a private dir with 0770 minus the umask. A
+// resource dir in a shared dir that another non-root user owns is refused.
+// The caller may close the queue with its Close method.
 func OpenDir(dir, resource string, opts DirOptions) (Queue, error) {
 	if err := ValidResource(resource); err != nil {
 		return nil, err
 	}
-	// The base dir may be a symlink an admin made (/var/lib/gpu-hold ->
-	// /data/...): it is trusted, but must not be writable by anyone without
-	// the sticky bit.
-	base, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	base, bst, err := openBase(dir, opts.NoCreate)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open queue dir %s: %v; create it or point --dir/GPU_HOLD_DIR at a directory", dir, err)
+		return nil, err
 	}
 	defer unix.Close(base)
-	var bst unix.Stat_t
-	if err := unix.Fstat(base, &bst); err != nil {
-		return nil, fmt.Errorf("cannot stat queue dir %s: %v", dir, err)
-	}
-	if bst.Mode&0o002 != 0 && bst.Mode&unix.S_ISVTX == 0 {
-		return nil, fmt.Errorf("queue dir %s is world-writable without the sticky bit, so anyone could replace the queue: run chmod +t %s (or chmod o-w)", dir, dir)
-	}
 	path := filepath.Join(dir, resource)
-	perm := resourcePerm(bst.Mode, umask())
 	created := false
-	switch err := unix.Mkdirat(base, resource, perm); {
-	case err == nil:
-		created = true
-	case errors.Is(err, unix.EEXIST):
-	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EROFS):
-		return nil, fmt.Errorf("cannot create %s: queue dir %s is not writable by uid %d (%v): %s", path, dir, os.Geteuid(), err, joinHint(bst.Gid))
-	default:
-		return nil, fmt.Errorf("cannot create %s: %v", path, err)
+	if !opts.NoCreate {
+		if created, err = mkResourceDir(base, bst, path); err != nil {
+			return nil, err
+		}
 	}
-	fd, err := unix.Openat(base, resource, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openResourceDir(base, bst, path, opts.NoCreate)
 	if err != nil {
-		var st unix.Stat_t
-		if unix.Fstatat(base, resource, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return nil, fmt.Errorf("%s is %s, not a directory; gpu-hold never follows it: remove it (rm %s) and retry", path, kind(st.Mode), path)
-		}
-		if errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("cannot open %s: not readable by uid %d: %s", path, os.Geteuid(), joinHint(bst.Gid))
-		}
-		return nil, fmt.Errorf("cannot open %s: %v", path, err)
+		return nil, err
 	}
 	q := &dirQueue{path: path, resource: resource, fd: fd, euid: os.Geteuid(), warn: opts.Warn}
-	if err := q.checkDir(created, perm, bst.Uid); err != nil {
+	if created && sharedBase(bst.Mode) {
+		err = q.share(bst)
+	}
+	if err == nil {
+		err = q.checkDir(bst, opts.NoCreate)
+	}
+	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
 	return q, nil
 }
 
-// checkDir checks (and, for a dir we own, fixes) the resource dir's mode:
-// a dir others can write must be sticky, or they could remove each other's
-// tickets and the token.
-func (q *dirQueue) checkDir(created bool, perm, baseUID uint32) error {
+// openBase opens and checks the queue dir. It may be a symlink an admin
+// made (/var/lib/gpu-hold -> /data/...): it is trusted, but must not be
+// writable by anyone without the sticky bit.
+func openBase(dir string, noCreate bool) (int, unix.Stat_t, error) {
+	var bst unix.Stat_t
+	base, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if noCreate && errors.Is(err, unix.ENOENT) {
+			return -1, bst, fmt.Errorf("%w: queue dir %s does not exist", ErrNoResource, dir)
+		}
+		return -1, bst, fmt.Errorf("cannot open queue dir %s: %v; create it or point --dir/GPU_HOLD_DIR at a directory", dir, err)
+	}
+	if err := unix.Fstat(base, &bst); err != nil {
+		unix.Close(base)
+		return -1, bst, fmt.Errorf("cannot stat queue dir %s: %v", dir, err)
+	}
+	if bst.Mode&0o002 != 0 && bst.Mode&unix.S_ISVTX == 0 {
+		unix.Close(base)
+		return -1, bst, fmt.Errorf("queue dir %s is world-writable without the sticky bit, so anyone could replace the queue: run chmod +t %s (or chmod o-w)", dir, dir)
+	}
+	return base, bst, nil
+}
+
+// mkResourceDir creates the resource dir path in the queue dir base when
+// missing, and reports whether it did. In a shared dir it starts 0700, so
+// nobody can use it before share has given it its group and mode.
+func mkResourceDir(base int, bst unix.Stat_t, path string) (bool, error) {
+	perm := resourcePerm(umask())
+	if sharedBase(bst.Mode) {
+		perm = 0o700
+	}
+	switch err := unix.Mkdirat(base, filepath.Base(path), perm); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EEXIST):
+		return false, nil
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EROFS):
+		return false, fmt.Errorf("cannot create %s: queue dir %s is not writable by uid %d (%v): %s", path, filepath.Dir(path), os.Geteuid(), err, joinHint(bst.Gid))
+	default:
+		return false, fmt.Errorf("cannot create %s: %v", path, err)
+	}
+}
+
+// openResourceDir opens the resource dir path (never through a symlink).
+func openResourceDir(base int, bst unix.Stat_t, path string, noCreate bool) (int, error) {
+	name := filepath.Base(path)
+	fd, err := unix.Openat(base, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		return fd, nil
+	}
+	var st unix.Stat_t
+	switch {
+	case noCreate && errors.Is(err, unix.ENOENT):
+		return -1, fmt.Errorf("%w: %s does not exist", ErrNoResource, path)
+	case unix.Fstatat(base, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return -1, fmt.Errorf("%s is %s, not a directory; gpu-hold never follows it: remove it (rm %s) and retry", path, kind(st.Mode), path)
+	case errors.Is(err, unix.EACCES):
+		return -1, fmt.Errorf("cannot open %s: not readable by uid %d: %s", path, os.Geteuid(), joinHint(bst.Gid))
+	}
+	return -1, fmt.Errorf("cannot open %s: %v", path, err)
+}
+
+// share gives a resource dir just created in a shared queue dir that dir's
+// group (setgid did, unless the queue dir is not setgid) and its mode.
+func (q *dirQueue) share(bst unix.Stat_t) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(q.fd, &st); err != nil {
 		return fmt.Errorf("cannot stat %s: %v", q.path, err)
 	}
-	mine := int(st.Uid) == q.euid
-	want := st.Mode & 0o7777
-	if created && mine {
-		want = perm | st.Mode&unix.S_ISGID // mkdir applied the umask; setgid is inherited
+	if st.Gid != bst.Gid {
+		if err := unix.Fchown(q.fd, -1, int(bst.Gid)); err != nil {
+			q.warnf("group", "created %s with group %s, not the queue dir's %s (%v), so the queue dir's other members cannot use it: ask an admin to run chgrp %s %s",
+				q.path, GroupName(st.Gid), GroupName(bst.Gid), err, GroupName(bst.Gid), q.path)
+		}
 	}
-	if want&0o022 != 0 {
-		want |= unix.S_ISVTX
+	mode := sharedDirMode(bst.Mode)
+	if err := unix.Fchmod(q.fd, mode); err != nil {
+		return fmt.Errorf("cannot set mode %04o on %s, which gpu-hold just created: %v", mode, q.path, err)
 	}
-	if want != st.Mode&0o7777 {
-		if !mine {
+	if q.euid != 0 && uint32(q.euid) != bst.Uid {
+		q.warnf("created", "created %s, owned by you (uid %d): other users' holds refuse a resource dir a user owns; ask an admin to run chown root %s (admins should create the resource dirs: see gpu-hold doctor)",
+			q.path, q.euid, q.path)
+	}
+	return nil
+}
+
+// checkDir checks (and, for a dir we own, fixes) the resource dir's mode,
+// since a dir others can write must be sticky or they could remove each
+// other's tickets and the token; then checks its owner.
+func (q *dirQueue) checkDir(bst unix.Stat_t, noCreate bool) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(q.fd, &st); err != nil {
+		return fmt.Errorf("cannot stat %s: %v", q.path, err)
+	}
+	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+		if int(st.Uid) != q.euid {
 			return fmt.Errorf("%s is writable by others without the sticky bit (mode %04o), so its users could remove each other's tickets: ask its owner (uid %d) or an admin to run chmod +t %s", q.path, st.Mode&0o7777, st.Uid, q.path)
 		}
+		want := st.Mode&0o7777 | unix.S_ISVTX
 		if err := unix.Fchmod(q.fd, want); err != nil {
 			return fmt.Errorf("cannot set mode %04o on %s: %v", want, q.path, err)
 		}
 		st.Mode = st.Mode&^0o7777 | want
 	}
 	q.dev, q.ino, q.mode, q.gid = st.Dev, st.Ino, st.Mode, st.Gid
-	if st.Mode&0o022 != 0 && !mine && st.Uid != 0 && st.Uid != baseUID {
-		// The sticky bit does not bind a directory's owner.
-		q.warnf("owner", "%s belongs to uid %d, who can remove anyone's tickets in it: ask an admin to chown it to root (or the owner of the queue dir)", q.path, st.Uid)
-	}
-	return nil
+	return q.checkOwner(st, bst, noCreate)
 }
 
-// resourcePerm is the mode of a new resource dir: 0770 minus the umask,
-// with the group's rwx kept when the base dir is group-writable (a fleet
-// dir shared through its group), and sticky whenever others may write.
-func resourcePerm(baseMode, umask uint32) uint32 {
-	perm := 0o770&^umask | 0o700
-	if baseMode&0o070 == 0o070 {
-		perm |= 0o070
+// checkOwner refuses a resource dir in a shared queue dir that another
+// non-root user owns: the sticky bit does not bind a directory's owner, who
+// could remove or forge every ticket, marker and record in it. Root, the
+// caller, and the queue dir's owner (who could replace the whole queue dir
+// anyway) are trusted. A read-only open only warns.
+func (q *dirQueue) checkOwner(st, bst unix.Stat_t, noCreate bool) error {
+	if !sharedBase(bst.Mode) || st.Uid == 0 || int(st.Uid) == q.euid || st.Uid == bst.Uid {
+		return nil
 	}
+	msg := fmt.Sprintf("%s belongs to uid %d (%s), who could remove or forge every ticket and record in it", q.path, st.Uid, userName(st.Uid))
+	fix := fmt.Sprintf("ask an admin to run chown root:%s %s; chmod 3775 %s (or to remove it: rm -r %s)", GroupName(bst.Gid), q.path, q.path, q.path)
+	if noCreate {
+		q.warnf("owner", "%s: %s", msg, fix)
+		return nil
+	}
+	return fmt.Errorf("%s, so gpu-hold will not queue in it: %s", msg, fix)
+}
+
+// sharedBase reports whether others may write a queue dir of this mode:
+// its resource dirs are then shared through the dir's group.
+func sharedBase(mode uint32) bool { return mode&0o022 != 0 }
+
+// sharedDirMode is the mode of a resource dir created in a shared queue
+// dir: setgid (what is created in it keeps the group), sticky (nobody
+// removes another's files), group-writable, readable by all (gpu-hold
+// queue), and world-writable only when the queue dir is.
+func sharedDirMode(baseMode uint32) uint32 { return 0o3775 | baseMode&0o002 }
+
+// resourcePerm is the mode of a new resource dir in a private queue dir:
+// 0770 minus the umask, sticky should the umask let others write.
+func resourcePerm(umask uint32) uint32 {
+	perm := 0o770&^umask | 0o700
 	if perm&0o022 != 0 {
 		perm |= unix.S_ISVTX
 	}
@@ -189,13 +285,48 @@ func umask() uint32 {
 	return 0o022
 }
 
-// joinHint tells a user without access what to do.
+// joinHint tells a user without access to a dir of group gid what to do.
 func joinHint(gid uint32) string {
-	name := strconv.Itoa(int(gid))
-	if g, err := user.LookupGroupId(name); err == nil {
-		name = g.Name
+	return "ask an admin to add you to group " + GroupName(gid) + " (then log in again), or set GPU_HOLD_DIR to a directory of your own"
+}
+
+// GroupName names gid from the group database (only /etc/group in the
+// static build), else prints the number.
+func GroupName(gid uint32) string {
+	n := strconv.FormatUint(uint64(gid), 10)
+	if g, err := user.LookupGroupId(n); err == nil {
+		return g.Name
 	}
-	return "ask an admin to add you to group " + name + ", or set GPU_HOLD_DIR to a directory of your own"
+	return n
+}
+
+// userName names uid from the user database, else prints the number.
+func userName(uid uint32) string {
+	n := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(n); err == nil {
+		return u.Username
+	}
+	return n
+}
+
+// ListResources names the resource dirs in queue dir dir, sorted: real
+// directories (never a symlink) with valid resource names. A missing queue
+// dir has none.
+func ListResources(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot list queue dir %s: %v", dir, err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() && resourceNameOK(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }
 
 // sharedMode is the mode of a file every user of the dir must write (the
