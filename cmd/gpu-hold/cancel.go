@@ -1,5 +1,6 @@
 // cancel.go owns `gpu-hold cancel TICKET`: remove a waiting ticket (its
-// owner or root only); the hold that owned it exits 75.
+// owner or root only); the hold that owned it exits 75. It creates nothing
+// in the queue dir.
 package main
 
 import (
@@ -54,9 +55,12 @@ func cancelRun(opts *cancelOptions) error {
 	if err != nil {
 		return usageErr("%q is not a ticket number: give the number gpu-hold queue -r %s shows, e.g. gpu-hold cancel 42", opts.Ticket, res)
 	}
-	q, err := opts.g.openQueue()
+	q, err := opts.g.openQueueRead()
 	if err != nil {
 		return err
+	}
+	if q == nil {
+		return usageErr("no ticket %d is waiting for %s: nobody has queued for it (see gpu-hold queue -r %s, or give the right -r/--dir)", seq, res, res)
 	}
 	// For the message: what is being cancelled.
 	desc := fmt.Sprintf("ticket %d", seq)

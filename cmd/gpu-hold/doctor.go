@@ -1,7 +1,8 @@
 // doctor.go owns `gpu-hold doctor`: which tracker backends this host can use
 // and, when one cannot be used, exactly why; then the host facts behind that
-// (capabilities, BTF, kernel, cgroup v2, pidfd, subreaper, bpffs), in one
-// short table or as JSON.
+// (capabilities, BTF, kernel, cgroup v2, pidfd, subreaper, bpffs), the
+// resources, and the queue directory's set-up with the command that fixes
+// each problem, in short tables or as JSON.
 package main
 
 import (
@@ -43,6 +44,8 @@ type doctorReport struct {
 	// Resources are the configured resources, their device nodes on this
 	// host, and who holds them now.
 	Resources []doctorResource `json:"resources"`
+	// QueueDir is the check of the queue directory's ownership and modes.
+	QueueDir hold.DirReport `json:"queue_dir"`
 }
 
 // doctorResource is one resource's device nodes and their holders.
@@ -57,7 +60,9 @@ func newCmdDoctor(g *globalOpts) *cobra.Command {
 	opts := &doctorOptions{g: g}
 	opts.Checks = func() doctorReport {
 		rep := runDoctorChecks()
-		rep.Resources = doctorResources(g)
+		dir, _ := hold.FindDir(g.Dir) // a dir it cannot use is reported by CheckQueueDir
+		rep.Resources = doctorResources(dir)
+		rep.QueueDir = hold.CheckQueueDir(dir, wantedDirs(g.Resource, rep.Resources))
 		return rep
 	}
 	cmd := &cobra.Command{
@@ -67,7 +72,10 @@ func newCmdDoctor(g *globalOpts) *cobra.Command {
 procfs tracker (--track=proc) can be used, and if not exactly why, then the facts behind it:
 capabilities, kernel BTF, kernel version, cgroup v2 and cgroup.kill, pidfds, the child
 subreaper, and the BPF filesystem. It loads and unloads the eBPF programs once to be sure.
-It exits 0 whatever it finds.`,
+Then it checks the queue directory: a fleet directory (shared by a group), each resource
+directory and its records/ must be root's, of the users' group, and mode 3775; seq and token
+group-writable regular files; resources.json root's. Each problem is one line with the
+command that fixes it. It creates nothing, and exits 0 whatever it finds.`,
 		Example: `  sudo gpu-hold doctor
   gpu-hold doctor --json`,
 		Args: cobra.NoArgs,
@@ -121,7 +129,46 @@ func doctorRun(opts *doctorOptions) error {
 	if err := tw.Flush(); err != nil {
 		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
 	}
+	if _, err := fmt.Fprint(opts.Out, "\n"+queueDirText(rep.QueueDir)); err != nil {
+		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
+	}
 	return nil
+}
+
+// queueDirText is the queue dir's check: a summary line, then one line per
+// problem with its fix.
+func queueDirText(d hold.DirReport) string {
+	var b strings.Builder
+	switch {
+	case d.Path == "":
+		b.WriteString("queue dir: none (set --dir or GPU_HOLD_DIR)\n")
+	case !d.Fleet && len(d.Problems) == 0:
+		fmt.Fprintf(&b, "queue dir %s: private (only its owner may write it): nothing to set up\n", d.Path)
+	case len(d.Problems) == 0:
+		fmt.Fprintf(&b, "queue dir %s (shared through group %s): set up right\n", d.Path, d.Group)
+	default:
+		fmt.Fprintf(&b, "queue dir %s (shared through group %s): %d problem(s)\n", d.Path, d.Group, len(d.Problems))
+	}
+	for _, p := range d.Problems {
+		fix := ""
+		if p.Fix != "" {
+			fix = "; fix: " + p.Fix
+		}
+		fmt.Fprintf(&b, "  %s: %s%s\n", p.Path, p.Problem, fix)
+	}
+	return b.String()
+}
+
+// wantedDirs names the resource dirs an admin should have made: the
+// default -r one and every resource with device nodes on this host.
+func wantedDirs(def string, res []doctorResource) []string {
+	want := []string{def}
+	for _, r := range res {
+		if len(r.Nodes) > 0 && r.Name != def {
+			want = append(want, r.Name)
+		}
+	}
+	return want
 }
 
 // runDoctorChecks inspects this host.
@@ -194,10 +241,9 @@ func cgroupV2() (string, error) {
 	return "", fmt.Errorf("%s has no cgroup.kill (needs Linux 5.14+): teardown cannot end the cgroup atomically", mnt)
 }
 
-// doctorResources lists the resources configured for the queue directory
-// (the defaults when there is none), their nodes here and who holds them.
-func doctorResources(g *globalOpts) []doctorResource {
-	dir, _ := hold.ResolveDir(g.Dir)
+// doctorResources lists the resources configured for queue dir dir (the
+// defaults when there is none), their nodes here and who holds them.
+func doctorResources(dir string) []doctorResource {
 	res, err := hold.LoadResources(dir)
 	if err != nil {
 		return []doctorResource{{Name: "(config)", Error: err.Error()}}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/user"
@@ -46,27 +47,64 @@ position, ticket number, label, pid, user, age and command. Holders that died wi
 	return cmd
 }
 
-// openQueue opens the resource's queue the same way for every subcommand.
+// openQueue opens the resource's queue for a command that queues (it
+// creates the resource dir when missing).
 func (g *globalOpts) openQueue() (queue.Queue, error) {
 	dir, err := g.queueDir()
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.OpenDir(dir, g.Resource, queue.DirOptions{Warn: func(msg string) { g.Log.Warn().Msg(msg) }})
+	q, err := queue.OpenDir(dir, g.Resource, queue.DirOptions{Warn: g.warn})
 	if err != nil {
 		return nil, &exitError{code: hold.ExitUsage, err: err}
 	}
 	return q, nil
 }
 
+// openQueueRead opens the resource's queue for a command that only reads:
+// it creates nothing, so a mistyped -r leaves no directory behind. A
+// configured resource that has no directory yet (nobody queued for it) is
+// a nil queue; an unknown one is a usage error that lists the known ones.
+func (g *globalOpts) openQueueRead() (queue.Queue, error) {
+	dir, err := g.findDir()
+	if err != nil {
+		return nil, err
+	}
+	q, err := queue.OpenDir(dir, g.Resource, queue.DirOptions{NoCreate: true, Warn: g.warn})
+	if errors.Is(err, queue.ErrNoResource) {
+		if err := hold.KnownResource(dir, g.Resource); err != nil {
+			return nil, &exitError{code: hold.ExitUsage, err: err}
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &exitError{code: hold.ExitUsage, err: err}
+	}
+	return q, nil
+}
+
+// findDir resolves --dir for a command that only reads: it creates nothing.
+func (g *globalOpts) findDir() (string, error) {
+	d, err := hold.FindDir(g.Dir)
+	if err != nil {
+		return "", &exitError{code: hold.ExitUsage, err: err}
+	}
+	return d, nil
+}
+
+// warn logs one of the queue's warnings.
+func (g *globalOpts) warn(msg string) { g.Log.Warn().Msg(msg) }
+
 func queueRun(opts *queueOptions) error {
-	q, err := opts.g.openQueue()
+	q, err := opts.g.openQueueRead()
 	if err != nil {
 		return err
 	}
-	st, err := q.Status()
-	if err != nil {
-		return &exitError{code: hold.ExitUsage, err: err}
+	st := queue.Status{Resource: opts.g.Resource, Waiters: []queue.Ticket{}}
+	if q != nil {
+		if st, err = q.Status(); err != nil {
+			return &exitError{code: hold.ExitUsage, err: err}
+		}
 	}
 	if opts.JSON {
 		enc := json.NewEncoder(opts.Out)

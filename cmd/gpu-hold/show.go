@@ -137,7 +137,7 @@ func (opts *showOptions) resolve() (string, error) {
 		return "", &exitError{code: hold.ExitUsage, err: fmt.Errorf("cannot read record %s: %v", arg, err)}
 	}
 	if !strings.ContainsRune(arg, '/') && opts.g != nil {
-		if dir, err := opts.g.queueDir(); err == nil {
+		if dir, err := opts.g.findDir(); err == nil {
 			p := tracker.RecordPath(filepath.Join(dir, opts.g.Resource), strings.TrimSuffix(arg, ".jsonl"))
 			if _, err := os.Stat(p); err == nil {
 				return p, nil
