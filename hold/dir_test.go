@@ -16,8 +16,8 @@ import (
 
 // A gid no test host has, and a uid that is nobody's.
 const (
-	testGID  = 61000
-	otherUID = 61001
+	dirTestGID = 61000
+	dirTestUID = 61001
 )
 
 func TestFindDirCreatesNothing(t *testing.T) {
@@ -44,7 +44,7 @@ func TestFindDirCreatesNothing(t *testing.T) {
 func TestAccessHintNamesTheGroup(t *testing.T) {
 	testenv.NeedRoot(t, "giving a dir another group")
 	d := t.TempDir()
-	os.Chown(d, 0, testGID)
+	os.Chown(d, 0, dirTestGID)
 	unix.Chmod(d, 0o3775)
 	if h := accessHint(d); !strings.Contains(h, "group 61000") {
 		t.Errorf("hint %q does not name group 61000", h)
@@ -73,8 +73,8 @@ func TestKnownResource(t *testing.T) {
 	}
 }
 
-// problems maps each problem's path to its fixes.
-func problems(r DirReport) map[string][]string {
+// dirProblems maps each problem's path to its fixes.
+func dirProblems(r DirReport) map[string][]string {
 	m := map[string][]string{}
 	for _, p := range r.Problems {
 		m[p.Path] = append(m[p.Path], p.Fix)
@@ -85,17 +85,17 @@ func problems(r DirReport) map[string][]string {
 func TestCheckQueueDir(t *testing.T) {
 	testenv.NeedRoot(t, "making a fleet dir of another group and files of another uid")
 	d := t.TempDir()
-	os.Chown(d, 0, testGID)
+	os.Chown(d, 0, dirTestGID)
 	unix.Chmod(d, 0o3775)
 	gpu := filepath.Join(d, "gpu")
 	for _, p := range []string{gpu, filepath.Join(gpu, "records")} {
 		os.Mkdir(p, 0o755)
-		os.Chown(p, 0, testGID)
+		os.Chown(p, 0, dirTestGID)
 		unix.Chmod(p, 0o3775)
 	}
 	for _, f := range []string{"seq", "token"} {
 		os.WriteFile(filepath.Join(gpu, f), nil, 0o664)
-		os.Chown(filepath.Join(gpu, f), otherUID, testGID)
+		os.Chown(filepath.Join(gpu, f), dirTestUID, dirTestGID)
 		unix.Chmod(filepath.Join(gpu, f), 0o664)
 	}
 	if r := CheckQueueDir(d, []string{"gpu"}); !r.Fleet || r.Group != "61000" || len(r.Problems) != 0 {
@@ -103,14 +103,14 @@ func TestCheckQueueDir(t *testing.T) {
 	}
 
 	unix.Chmod(d, 0o2775)
-	os.Chown(gpu, otherUID, testGID)
+	os.Chown(gpu, dirTestUID, dirTestGID)
 	unix.Chmod(filepath.Join(gpu, "seq"), 0o644)
 	os.Link(filepath.Join(gpu, "seq"), filepath.Join(d, "seq-link"))
 	os.WriteFile(filepath.Join(d, ResourcesFile), []byte("{}"), 0o666)
-	os.Chown(filepath.Join(d, ResourcesFile), otherUID, testGID)
+	os.Chown(filepath.Join(d, ResourcesFile), dirTestUID, dirTestGID)
 	unix.Chmod(filepath.Join(d, ResourcesFile), 0o666)
 	os.Symlink("/etc", filepath.Join(d, "npu"))
-	got := problems(CheckQueueDir(d, []string{"gpu", "fpga"}))
+	got := dirProblems(CheckQueueDir(d, []string{"gpu", "fpga"}))
 	want := map[string][]string{
 		d:                               {"chmod 3775 " + d},
 		gpu:                             {"chown root " + gpu},

@@ -18,13 +18,13 @@ import (
 
 // Numeric ids no test host has: nobody else can own what the tests make.
 const (
-	testGID   = 61000
-	otherUID  = 61001
-	secondUID = 61002
+	dirTestGID  = 61000
+	dirTestUID  = 61001
+	dirTestUID2 = 61002
 )
 
-// fleetDir makes a root-owned fleet-style dir of group testGID with mode.
-func fleetDir(t *testing.T, mode uint32) string {
+// groupDir makes a root-owned fleet-style dir of group dirTestGID with mode.
+func groupDir(t *testing.T, mode uint32) string {
 	t.Helper()
 	testenv.NeedRoot(t, "giving a queue dir another group and chowning a resource dir to another uid")
 	d, err := os.MkdirTemp("", "gpu-hold-queue-fleet-")
@@ -32,7 +32,7 @@ func fleetDir(t *testing.T, mode uint32) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chown(d, 0, testGID); err != nil {
+	if err := os.Chown(d, 0, dirTestGID); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Chmod(d, mode); err != nil {
@@ -41,7 +41,7 @@ func fleetDir(t *testing.T, mode uint32) string {
 	return d
 }
 
-func statT(t *testing.T, path string) unix.Stat_t {
+func lstatOf(t *testing.T, path string) unix.Stat_t {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
@@ -50,9 +50,9 @@ func statT(t *testing.T, path string) unix.Stat_t {
 	return st
 }
 
-// withUmask runs the test body under umask m (no queue test runs in
+// underUmask runs the test body under umask m (no queue test runs in
 // parallel, so the process-wide umask is the test's own).
-func withUmask(t *testing.T, m int) {
+func underUmask(t *testing.T, m int) {
 	old := unix.Umask(m)
 	t.Cleanup(func() { unix.Umask(old) })
 }
@@ -61,25 +61,25 @@ func withUmask(t *testing.T, m int) {
 // that dir's group and exactly 03775, whatever the umask: a umask of 077
 // must not lock the group out of a fleet dir.
 func TestCreatedResourceDirShared(t *testing.T) {
-	base := fleetDir(t, 0o2775)
-	withUmask(t, 0o077)
+	base := groupDir(t, 0o2775)
+	underUmask(t, 0o077)
 	q := openQ(t, base, "gpu")
-	st := statT(t, q.path)
-	if st.Mode&0o7777 != 0o3775 || st.Gid != testGID || st.Uid != 0 {
+	st := lstatOf(t, q.path)
+	if st.Mode&0o7777 != 0o3775 || st.Gid != dirTestGID || st.Uid != 0 {
 		t.Errorf("resource dir created in a 02775 dir of group %d: mode %04o uid %d gid %d, want 03775 root:%d",
-			testGID, st.Mode&0o7777, st.Uid, st.Gid, testGID)
+			dirTestGID, st.Mode&0o7777, st.Uid, st.Gid, dirTestGID)
 	}
 }
 
 // Without setgid on the base, the queue gives the new dir the base's group
 // itself (root may; a member may too).
 func TestCreatedResourceDirGroupWithoutSetgid(t *testing.T) {
-	base := fleetDir(t, 0o1775)
+	base := groupDir(t, 0o1775)
 	q := openQ(t, base, "gpu")
-	st := statT(t, q.path)
-	if st.Mode&0o7777 != 0o3775 || st.Gid != testGID {
+	st := lstatOf(t, q.path)
+	if st.Mode&0o7777 != 0o3775 || st.Gid != dirTestGID {
 		t.Errorf("resource dir created in a 01775 dir of group %d: mode %04o gid %d, want 03775 gid %d",
-			testGID, st.Mode&0o7777, st.Gid, testGID)
+			dirTestGID, st.Mode&0o7777, st.Gid, dirTestGID)
 	}
 }
 
@@ -87,9 +87,9 @@ func TestCreatedResourceDirGroupWithoutSetgid(t *testing.T) {
 func TestCreatedResourceDirPrivate(t *testing.T) {
 	base := t.TempDir()
 	unix.Chmod(base, 0o700)
-	withUmask(t, 0o022)
+	underUmask(t, 0o022)
 	q := openQ(t, base, "gpu")
-	st := statT(t, q.path)
+	st := lstatOf(t, q.path)
 	if st.Mode&0o022 != 0 || st.Mode&unix.S_ISGID != 0 {
 		t.Errorf("resource dir in a 0700 dir: mode %04o, want no group or other write, no setgid", st.Mode&0o7777)
 	}
@@ -104,16 +104,16 @@ func TestCreatedResourceDirSharedByUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
-	os.Chown(d, 0, otherUID) // the helper runs with gid otherUID: a member
+	os.Chown(d, 0, dirTestUID) // the helper runs with gid dirTestUID: a member
 	unix.Chmod(d, 0o2775)
 	sharedExe(t) // copied before the umask changes, so other uids may run it
-	withUmask(t, 0o077)
-	h := startHelper(t, "enqueue", d, "gpu", helperOpts{uid: otherUID, label: "creator"})
+	underUmask(t, 0o077)
+	h := startHelper(t, "enqueue", d, "gpu", helperOpts{uid: dirTestUID, label: "creator"})
 	h.seq("ticket")
 	h.finish()
-	st := statT(t, filepath.Join(d, "gpu"))
-	if st.Mode&0o7777 != 0o3775 || st.Gid != otherUID {
-		t.Errorf("resource dir a member created under umask 077: mode %04o gid %d, want 03775 gid %d", st.Mode&0o7777, st.Gid, otherUID)
+	st := lstatOf(t, filepath.Join(d, "gpu"))
+	if st.Mode&0o7777 != 0o3775 || st.Gid != dirTestUID {
+		t.Errorf("resource dir a member created under umask 077: mode %04o gid %d, want 03775 gid %d", st.Mode&0o7777, st.Gid, dirTestUID)
 	}
 }
 
@@ -121,16 +121,16 @@ func TestCreatedResourceDirSharedByUser(t *testing.T) {
 // owner could delete or forge anything in it. The error says who owns it
 // and what an admin runs.
 func TestUntrustedResourceDirRefused(t *testing.T) {
-	base := fleetDir(t, 0o3775)
+	base := groupDir(t, 0o3775)
 	res := filepath.Join(base, "gpu")
 	if err := os.Mkdir(res, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chown(res, otherUID, testGID)
+	os.Chown(res, dirTestUID, dirTestGID)
 	unix.Chmod(res, 0o3775)
 	_, err := OpenDir(base, "gpu", DirOptions{})
 	if err == nil {
-		t.Fatalf("a hold opened %s, owned by uid %d, in a shared dir", res, otherUID)
+		t.Fatalf("a hold opened %s, owned by uid %d, in a shared dir", res, dirTestUID)
 	}
 	for _, want := range []string{"61001", "chown root:61000 " + res, "chmod 3775 " + res, "rm -r " + res} {
 		if !strings.Contains(err.Error(), want) {
@@ -138,7 +138,7 @@ func TestUntrustedResourceDirRefused(t *testing.T) {
 		}
 	}
 	// Owned by root, it is fine.
-	os.Chown(res, 0, testGID)
+	os.Chown(res, 0, dirTestGID)
 	openQ(t, base, "gpu")
 }
 
@@ -146,17 +146,17 @@ func TestUntrustedResourceDirRefused(t *testing.T) {
 // that user. Another user's hold refuses it.
 func TestOwnResourceDirAcceptedOthersRefused(t *testing.T) {
 	testenv.NeedRoot(t, "running queue helpers as other uids")
-	base := fleetDir(t, 0o1777) // helpers are not members of testGID: world-writable, sticky
+	base := groupDir(t, 0o1777) // helpers are not members of dirTestGID: world-writable, sticky
 	res := filepath.Join(base, "gpu")
 	os.Mkdir(res, 0o755)
-	os.Chown(res, otherUID, otherUID)
+	os.Chown(res, dirTestUID, dirTestUID)
 	unix.Chmod(res, 0o1777)
-	h := startHelper(t, "enqueue", base, "gpu", helperOpts{uid: otherUID, label: "owner"})
+	h := startHelper(t, "enqueue", base, "gpu", helperOpts{uid: dirTestUID, label: "owner"})
 	h.seq("ticket")
 	h.finish()
-	h2 := startHelper(t, "enqueue", base, "gpu", helperOpts{uid: secondUID, label: "other"})
+	h2 := startHelper(t, "enqueue", base, "gpu", helperOpts{uid: dirTestUID2, label: "other"})
 	if f := h2.expect("err"); !strings.Contains(strings.Join(f, " "), "61001") {
-		t.Errorf("uid %d's refusal does not name the owner: %v", secondUID, f)
+		t.Errorf("uid %d's refusal does not name the owner: %v", dirTestUID2, f)
 	}
 }
 
@@ -194,10 +194,10 @@ func TestNoCreateCreatesNothing(t *testing.T) {
 // A read-only open of an untrusted resource dir warns instead of refusing:
 // `gpu-hold queue` still shows it, and says whose it is.
 func TestNoCreateWarnsUntrusted(t *testing.T) {
-	base := fleetDir(t, 0o3775)
+	base := groupDir(t, 0o3775)
 	res := filepath.Join(base, "gpu")
 	os.Mkdir(res, 0o755)
-	os.Chown(res, otherUID, testGID)
+	os.Chown(res, dirTestUID, dirTestGID)
 	unix.Chmod(res, 0o3775)
 	var warns []string
 	q, err := OpenDir(base, "gpu", DirOptions{NoCreate: true, Warn: func(m string) { warns = append(warns, m) }})
@@ -233,7 +233,7 @@ func TestGroupName(t *testing.T) {
 	if got := GroupName(0); got != "root" {
 		t.Errorf("GroupName(0) = %q, want root", got)
 	}
-	if got := GroupName(testGID); got != "61000" {
-		t.Errorf("GroupName(%d) = %q, want the number", testGID, got)
+	if got := GroupName(dirTestGID); got != "61000" {
+		t.Errorf("GroupName(%d) = %q, want the number", dirTestGID, got)
 	}
 }
