@@ -34,7 +34,9 @@ func newCmdQueue(g *globalOpts) *cobra.Command {
 		Short: "Show who holds the resource's token and who waits for it",
 		Long: `List the holder of the resource's token and the waiting tickets in order, with their
 position, ticket number, label, pid, user, age and command. Holders that died without releasing
-(not yet reaped) are listed too. A ticket number is what gpu-hold cancel takes.`,
+(not yet reaped) are listed too. A ticket number is what gpu-hold cancel takes. It creates
+nothing: a resource that is neither configured nor has a directory is an error (exit 125) that
+lists the known ones.`,
 		Example: `  gpu-hold queue
   gpu-hold queue -r npu --json`,
 		Args: cobra.NoArgs,
