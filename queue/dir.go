@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -166,20 +167,34 @@ func mkResourceDir(base int, bst unix.Stat_t, path string) (bool, error) {
 // openResourceDir opens the resource dir path (never through a symlink).
 func openResourceDir(base int, bst unix.Stat_t, path string, noCreate bool) (int, error) {
 	name := filepath.Base(path)
-	fd, err := unix.Openat(base, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == nil {
-		return fd, nil
+	for try := 0; ; try++ {
+		fd, err := unix.Openat(base, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			return fd, nil
+		}
+		var st unix.Stat_t
+		statErr := unix.Fstatat(base, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		switch {
+		case noCreate && errors.Is(err, unix.ENOENT):
+			return -1, fmt.Errorf("%w: %s does not exist", ErrNoResource, path)
+		case statErr == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return -1, fmt.Errorf("%s is %s, not a directory; gpu-hold never follows it: remove it (rm %s) and retry", path, kind(st.Mode), path)
+		case errors.Is(err, unix.EACCES) && statErr == nil && sharedBase(bst.Mode) && st.Mode&0o7777 == 0o700 && try < 100:
+			// Another hold has just made it and is giving it its group and
+			// mode (mkResourceDir, share): a moment's wait.
+			time.Sleep(5 * time.Millisecond)
+			continue
+		case errors.Is(err, unix.EACCES) && statErr == nil && st.Mode&0o050 != 0o050:
+			return -1, fmt.Errorf("cannot open %s: not readable by uid %d, nor by its group (mode %04o): ask an admin to run chmod 3775 %s", path, os.Geteuid(), st.Mode&0o7777, path)
+		case errors.Is(err, unix.EACCES):
+			gid := bst.Gid
+			if statErr == nil {
+				gid = st.Gid
+			}
+			return -1, fmt.Errorf("cannot open %s: not readable by uid %d: %s", path, os.Geteuid(), joinHint(gid))
+		}
+		return -1, fmt.Errorf("cannot open %s: %v", path, err)
 	}
-	var st unix.Stat_t
-	switch {
-	case noCreate && errors.Is(err, unix.ENOENT):
-		return -1, fmt.Errorf("%w: %s does not exist", ErrNoResource, path)
-	case unix.Fstatat(base, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return -1, fmt.Errorf("%s is %s, not a directory; gpu-hold never follows it: remove it (rm %s) and retry", path, kind(st.Mode), path)
-	case errors.Is(err, unix.EACCES):
-		return -1, fmt.Errorf("cannot open %s: not readable by uid %d: %s", path, os.Geteuid(), joinHint(bst.Gid))
-	}
-	return -1, fmt.Errorf("cannot open %s: %v", path, err)
 }
 
 // share gives a resource dir just created in a shared queue dir that dir's

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -236,4 +237,21 @@ func TestGroupName(t *testing.T) {
 	if got := GroupName(dirTestGID); got != "61000" {
 		t.Errorf("GroupName(%d) = %q, want the number", dirTestGID, got)
 	}
+}
+
+// A hold that finds the resource dir another hold has just made (still
+// 0700, before its group and mode are set) waits a moment instead of
+// failing with "not readable".
+func TestOpenWaitsForCreatorsMode(t *testing.T) {
+	testenv.NeedRoot(t, "running a queue helper as another uid")
+	base := groupDir(t, 0o1777) // the helper is no member of dirTestGID
+	res := filepath.Join(base, "gpu")
+	if err := os.Mkdir(res, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h := startHelper(t, "enqueue", base, "gpu", helperOpts{uid: dirTestUID, label: "early"})
+	time.Sleep(50 * time.Millisecond)
+	unix.Chmod(res, 0o3777)
+	h.seq("ticket")
+	h.finish()
 }
