@@ -190,6 +190,31 @@ func OwnIDs(pid int) bool {
 	return seen == len(want)
 }
 
+// UserRuns reports whether any live process has uid among its real,
+// effective or saved uids: whether that user could have anything left
+// running, its setuid programs included.
+func UserRuns(uid int) bool {
+	found := false
+	want := strconv.Itoa(uid)
+	Walk(func(st Stat) {
+		if found || st.Dead() {
+			return
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/status")
+		if err != nil {
+			return
+		}
+		_, rest, ok := strings.Cut(string(b), "\nUid:")
+		if !ok {
+			return
+		}
+		line, _, _ := strings.Cut(rest, "\n")
+		f := strings.Fields(line)
+		found = len(f) >= 3 && (f[0] == want || f[1] == want || f[2] == want)
+	})
+	return found
+}
+
 // ticksPerSecond is USER_HZ, the unit of /proc/PID/stat's start time.
 const ticksPerSecond = 100
 
