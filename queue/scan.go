@@ -28,7 +28,8 @@ const (
 func ticketName(seq uint64) string { return fmt.Sprintf("%s%0*d", ticketPrefix, seqDigits, seq) }
 
 // parseSeq parses the 20-digit sequence number that follows prefix in name;
-// rest is what follows the digits.
+// rest is what follows the digits. A number no queue can have reached yet
+// (see plausibleSeq) is not a sequence number: a planted name.
 func parseSeq(name, prefix string) (seq uint64, rest string, ok bool) {
 	s, found := strings.CutPrefix(name, prefix)
 	if !found || len(s) < seqDigits {
@@ -40,7 +41,7 @@ func parseSeq(name, prefix string) (seq uint64, rest string, ok bool) {
 		}
 	}
 	v, err := strconv.ParseUint(s[:seqDigits], 10, 64)
-	if err != nil {
+	if err != nil || !plausibleSeq(v) {
 		return 0, "", false
 	}
 	return v, s[seqDigits:], true
@@ -76,10 +77,15 @@ type markerFile struct {
 	marker
 	name     string
 	dev, ino uint64
+	uid      int // the file's owner: who wrote it, whatever it says
 }
 
-func (m *marker) matches(e *entry) bool {
-	return m.Seq == e.Seq && m.Holder == e.Holder && m.Created.Equal(e.Created)
+// counts reports whether the marker says e was reaped, and comes from a
+// writer entitled to say so: root, or the dead holder's own user. Anyone
+// else's marker would hide a dead holder whose lineage still runs.
+func (m *markerFile) counts(e *entry) bool {
+	return m.Seq == e.Seq && m.Holder == e.Holder && m.Created.Equal(e.Created) &&
+		(m.uid == 0 || m.uid == e.UID)
 }
 
 // snapshot is one read of the directory.
@@ -88,7 +94,6 @@ type snapshot struct {
 	markers map[uint64][]markerFile
 	temps   []string // names of files being published
 	skipped []string // problem files, reported
-	maxSeq  uint64   // highest seq named in the dir, valid or not
 }
 
 // names lists the directory.
@@ -124,7 +129,6 @@ func (q *dirQueue) scanFor(me uint64) (*snapshot, error) {
 	listed := make(map[string]bool, len(names))
 	for _, name := range names {
 		if seq, rest, ok := parseSeq(name, ticketPrefix); ok && rest == "" {
-			s.maxSeq = max(s.maxSeq, seq)
 			listed[name] = true
 			if me != 0 && seq > me {
 				if e, ok := q.seenWaiting(name); ok {
@@ -268,7 +272,7 @@ func (q *dirQueue) readMarker(name string, seq uint64) (markerFile, bool) {
 		return markerFile{}, false
 	}
 	defer unix.Close(fd)
-	m := markerFile{name: name, dev: st.Dev, ino: st.Ino}
+	m := markerFile{name: name, dev: st.Dev, ino: st.Ino, uid: int(st.Uid)}
 	b, err := readAll(fd)
 	if err == nil {
 		err = json.Unmarshal(b, &m.marker)
@@ -330,7 +334,7 @@ func (s *snapshot) dead() []entry {
 
 func (s *snapshot) reaped(e *entry) bool {
 	for _, m := range s.markers[e.Seq] {
-		if m.matches(e) {
+		if m.counts(e) {
 			return true
 		}
 	}

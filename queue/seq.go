@@ -19,8 +19,35 @@ import (
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
-// maxSeq keeps ticket names at 20 digits with room to spare.
-const maxSeq = 1e19
+// The counter and every ticket name are written by users of the queue, so
+// a sequence number is believed only up to a ceiling that no queue can have
+// passed yet: one number per microsecond since 2020 (at least 10^12), plus
+// a second's worth. A planted maximal number is then a name to skip, not
+// a counter that runs out or wraps past every waiter; numbers taken from a
+// counter pushed to the ceiling still grow with the clock.
+const (
+	seqFloor = 1_000_000_000_000
+	seqSlack = 1_000_000
+)
+
+var seqEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// plausibleSeq reports whether seq is below the ceiling of now.
+func plausibleSeq(seq uint64) bool {
+	ceiling := uint64(max(seqFloor, time.Since(seqEpoch).Microseconds())) + seqSlack
+	return seq > 0 && seq <= ceiling
+}
+
+// awaitPlausible waits, briefly, for the ceiling to pass seq: a ticket
+// planted at the ceiling is followed by a number the clock reaches at once.
+func awaitPlausible(seq uint64) bool {
+	for deadline := time.Now().Add(2 * time.Second); !plausibleSeq(seq); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
 
 // Enqueue takes a ticket. UID, Resource, Created and Seq are set by the
 // queue; Holder defaults to the calling process and Host to its host name.
@@ -93,14 +120,14 @@ func (q *dirQueue) newTicket(t Ticket) (entry, int, error) {
 	}
 	seq := q.readCounter(ctr)
 	for _, n := range names {
-		if s, _, ok := parseSeq(n, ticketPrefix); ok {
+		if s, rest, ok := parseSeq(n, ticketPrefix); ok && rest == "" {
 			seq = max(seq, s)
 		}
 	}
 	for range 1000 {
 		seq++
-		if seq >= maxSeq {
-			return entry{}, -1, fmt.Errorf("the ticket counter of %s ran out (%d): when the queue is empty, remove %s/%s and any t.* files", q.path, seq, q.path, seqName)
+		if !awaitPlausible(seq) {
+			return entry{}, -1, fmt.Errorf("ticket number %d in %s is beyond what any queue can have reached (a planted ticket or counter, or the clock went back): ask an admin to check %s/%s and the t.* files", seq, q.path, q.path, seqName)
 		}
 		t.Seq = seq
 		b, _ := json.Marshal(t)
@@ -171,7 +198,7 @@ func (q *dirQueue) readCounter(fd int) uint64 {
 		return 0
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || v >= maxSeq {
+	if err != nil || v != 0 && !plausibleSeq(v) {
 		var st unix.Stat_t
 		unix.Fstat(fd, &st)
 		q.warnf(fmt.Sprintf("seqval@%d:%s", st.Ino, s), "ticket counter %s/%s holds garbage (%.20q); numbering continues from the highest ticket present", q.path, seqName, s)
