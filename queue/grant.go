@@ -23,6 +23,8 @@ type grant struct {
 	fd   int   // holds its lock; -1 once released
 	tok  *tokenLock
 	dead []entry
+	// detached: a ReapDead grant, which holds no token and no ticket.
+	detached bool
 }
 
 func (g *grant) Ticket() Ticket { return g.e.Ticket }
@@ -44,7 +46,7 @@ func (g *grant) Dead() []Ticket {
 func (g *grant) Reaped(dead Ticket) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.fd < 0 {
+	if g.fd < 0 && !g.detached {
 		return fmt.Errorf("Reaped(ticket %d) after Release: the token is no longer held", dead.Seq)
 	}
 	for i, e := range g.dead {
@@ -77,6 +79,45 @@ func (q *dirQueue) writeMarker(e *entry) error {
 	}
 	unix.Close(fd)
 	return nil
+}
+
+// Unreaped rescans the directory and returns the dead holders handed to
+// this grant that are still dead and unreaped; the others (removed, or
+// marked reaped by an entitled writer: a root reaper, meanwhile) are
+// dropped from the grant.
+func (g *grant) Unreaped() ([]Ticket, error) {
+	snap, err := g.q.scan()
+	if err != nil {
+		return nil, err
+	}
+	still := map[uint64]entry{}
+	for _, e := range snap.dead() {
+		still[e.Seq] = e
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Ticket
+	kept := g.dead[:0]
+	for _, e := range g.dead {
+		if s, ok := still[e.Seq]; ok && s.dev == e.dev && s.ino == e.ino {
+			kept = append(kept, e)
+			out = append(out, e.Ticket)
+		}
+	}
+	g.dead = kept
+	return out, nil
+}
+
+// ReapDead hands the caller the holders that died without releasing and
+// are not reaped, without taking the token: for `gpu-hold reap` by root
+// while a successor that may not end them waits on them, holding the token.
+// Its Release does nothing.
+func (q *dirQueue) ReapDead() (Grant, error) {
+	snap, err := q.scan()
+	if err != nil {
+		return nil, err
+	}
+	return &grant{q: q, fd: -1, detached: true, dead: snap.dead()}, nil
 }
 
 // Release removes our ticket, then unlocks the token (explicitly, before

@@ -45,6 +45,9 @@ type Queue interface {
 	// it returns ErrNotDead when the token is held by a live holder, and a
 	// Grant with no Dead entries when the token was free.
 	TakeDead(ctx context.Context, me Ticket) (Grant, error)
+	// ReapDead hands over the unreaped dead holders without the token (a
+	// live successor may hold it while it waits for them to be ended).
+	ReapDead() (Grant, error)
 }
 
 // Waiter is a ticket waiting for the token.
@@ -70,6 +73,9 @@ type Grant interface {
 	Ticket() Ticket
 	Dead() []Ticket
 	Reaped(dead Ticket) error
+	// Unreaped rescans and returns the dead holders not yet reaped by
+	// anyone entitled to (the others are dropped from the grant).
+	Unreaped() ([]Ticket, error)
 	// Release gives the token to the next ticket and removes ours.
 	Release() error
 }
