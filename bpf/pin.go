@@ -5,6 +5,7 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // BPFFS is where the BPF filesystem is mounted; PinRoot holds one directory
@@ -92,6 +95,9 @@ func (l *Lineage) Pin() (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating pin directory: %w", err)
 	}
+	if err := pinHolderOf(dir); err != nil {
+		return "", err
+	}
 	for _, name := range pinMaps {
 		if err := l.mapByName(name).Pin(filepath.Join(dir, name)); err != nil {
 			return "", fmt.Errorf("pinning map %s: %w", name, err)
@@ -156,7 +162,7 @@ func (l *Lineage) Unpin() error {
 	}
 	dir := PinDir(l.holdID)
 	// Pins this process did not open (a half-written pin directory).
-	for _, name := range append(append([]string{}, pinMaps...), pinLinks...) {
+	for _, name := range append(append([]string{pinHolder}, pinMaps...), pinLinks...) {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -183,4 +189,50 @@ func PinnedHolds() ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// pinHolder is the pin of a one-entry map that names the process that
+// pinned the lineage, by pid and start time: a hold id is written in
+// tickets anyone can forge, so a successor ends a pinned lineage only for
+// the ticket whose holder pinned it (see PinnedHolder).
+const pinHolder = "holder"
+
+// pinHolderOf pins, in dir, the map that names this process as the holder.
+func pinHolderOf(dir string) error {
+	self, err := proc.Self()
+	if err != nil {
+		return fmt.Errorf("reading own identity for the pin: %w", err)
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "holder", Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: 1})
+	if err != nil {
+		return fmt.Errorf("creating the pin's holder map: %w", err)
+	}
+	defer m.Close() // the pin keeps it
+	var v [16]byte
+	binary.LittleEndian.PutUint64(v[:8], uint64(self.PID))
+	binary.LittleEndian.PutUint64(v[8:], self.Start)
+	if err := m.Put(uint32(0), v[:]); err != nil {
+		return fmt.Errorf("writing the pin's holder map: %w", err)
+	}
+	if err := m.Pin(filepath.Join(dir, pinHolder)); err != nil {
+		return fmt.Errorf("pinning the holder map: %w", err)
+	}
+	return nil
+}
+
+// PinnedHolder returns the process that pinned holdID's lineage.
+func PinnedHolder(holdID string) (proc.Ident, error) {
+	if !validHoldID(holdID) {
+		return proc.Ident{}, fmt.Errorf("hold id %q: use letters, digits, '.', '_' and '-' only", holdID)
+	}
+	m, err := ebpf.LoadPinnedMap(filepath.Join(PinDir(holdID), pinHolder), nil)
+	if err != nil {
+		return proc.Ident{}, fmt.Errorf("no holder pinned for hold %s: %w", holdID, err)
+	}
+	defer m.Close()
+	var v [16]byte
+	if err := m.Lookup(uint32(0), v[:]); err != nil {
+		return proc.Ident{}, fmt.Errorf("reading the holder pinned for hold %s: %w", holdID, err)
+	}
+	return proc.Ident{PID: int(binary.LittleEndian.Uint64(v[:8])), Start: binary.LittleEndian.Uint64(v[8:])}, nil
 }
