@@ -1,6 +1,7 @@
 // record_prune.go owns the retention of a records directory: finished
 // records beyond a count or older than an age are removed; a record still
-// being written, or one whose holder died before it was reaped, is kept.
+// being written, or one whose holder died before it was reaped, is kept;
+// another user's record, or anything but a regular file, is never touched.
 package tracker
 
 import (
@@ -9,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // PruneRecords removes finished records (*.jsonl whose last line is an end
@@ -24,69 +25,98 @@ import (
 // locked (its writer lives) or unfinished (its holder died and no reaper
 // closed it yet) is never removed: it is what a reaper needs. Only the
 // records that would go are opened, so a hold pays little for a full
-// directory. A missing dir is not an error.
+// directory. A missing dir is not an error; dir itself is never followed
+// when it is a symlink (see PruneRecordsAt for what is removed).
 func PruneRecords(dir string, keep int, maxAge time.Duration) error {
-	entries, err := os.ReadDir(dir)
+	d, err := safefs.OpenDirNoFollow(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		return fmt.Errorf("cannot list records in %s: %v", dir, err)
-	}
-	type rec struct {
-		path string
-		mod  time.Time
-	}
-	var all []rec
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
-			continue
+		var nr *safefs.NotRegularError
+		if errors.As(err, &nr) {
+			return fmt.Errorf("records dir %s is %s owned by uid %d (never followed, nothing pruned): remove it; an admin can recreate it with install -d -m %o -g GROUP %s", dir, nr.Info.Kind(), nr.Info.UID, RecordsDirMode, dir)
 		}
-		info, err := e.Info()
-		if err != nil {
-			continue // removed meanwhile
-		}
-		all = append(all, rec{filepath.Join(dir, e.Name()), info.ModTime()})
+		return fmt.Errorf("cannot open records dir %s to prune it: %v", dir, err)
 	}
-	slices.SortFunc(all, func(a, b rec) int { return b.mod.Compare(a.mod) }) // newest first
+	defer d.Close()
+	return PruneRecordsAt(d, keep, maxAge)
+}
+
+// prunable is a record PruneRecordsAt may remove.
+type prunable struct {
+	name string
+	st   safefs.Info
+}
+
+// PruneRecordsAt is PruneRecords in an open records dir. It removes only
+// regular files named like records and owned by this process's euid (root
+// may prune any): another user's record is theirs to keep. Each is
+// unlinked relative to d, and only while it is still the file checked.
+func PruneRecordsAt(d *safefs.Dir, keep int, maxAge time.Duration) error {
+	all, err := prunables(d)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(all, func(a, b prunable) int { return b.st.ModTime.Compare(a.st.ModTime) }) // newest first
 	now := time.Now()
 	var errs []error
 	for i, r := range all {
-		if (keep <= 0 || i < keep) && (maxAge <= 0 || now.Sub(r.mod) <= maxAge) {
+		if (keep <= 0 || i < keep) && (maxAge <= 0 || now.Sub(r.st.ModTime) <= maxAge) {
 			continue
 		}
-		if finished, err := recordFinished(r.path); err != nil || !finished {
+		if finished, err := recordFinished(d, r); err != nil || !finished {
 			continue
 		}
-		if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := d.Remove(r.name, r.st); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("pruning records in %s: %w", dir, errors.Join(errs...))
+		return fmt.Errorf("pruning records in %s: %w", d.Path(), errors.Join(errs...))
 	}
 	return nil
 }
 
-// recordFinished reports whether the record at path is unlocked and ends
-// with an end line.
-func recordFinished(path string) (bool, error) {
-	f, err := os.Open(path)
+// prunables lists d's records this process may prune.
+func prunables(d *safefs.Dir) ([]prunable, error) {
+	names, err := d.Names()
+	if err != nil {
+		return nil, fmt.Errorf("cannot list records in %s: %v", d.Path(), err)
+	}
+	euid := geteuid()
+	var all []prunable
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".jsonl") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		st, err := d.Lstat(n)
+		if err != nil || !st.IsRegular() || (euid != 0 && int(st.UID) != euid) {
+			continue // removed meanwhile, planted, or another user's
+		}
+		all = append(all, prunable{n, st})
+	}
+	return all, nil
+}
+
+// recordFinished reports whether the record r is still the file listed,
+// unlocked, and ends with an end line.
+func recordFinished(d *safefs.Dir, r prunable) (bool, error) {
+	f, st, err := d.Open(r.name, unix.O_RDONLY)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
+	if !st.Same(r.st) {
+		return false, nil
+	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		return false, nil // a live writer holds it
 	}
 	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	st, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
 	const tailLen = 64 << 10
-	off := max(st.Size()-tailLen, 0)
-	buf := make([]byte, st.Size()-off)
+	off := max(st.Size-tailLen, 0)
+	buf := make([]byte, st.Size-off)
 	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
 		return false, err
 	}

@@ -11,10 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // Record is a record read back and assembled: the document `gpu-hold show
@@ -40,6 +43,9 @@ type Record struct {
 	Lines     int  `json:"lines"`
 	// Last is the latest instant any line but an end line names.
 	Last time.Time `json:"last,omitzero"`
+	// File is what the open that read the record said of the file (its
+	// owner, mode and links): whose evidence it is. ReadRecord sets it.
+	File safefs.Info `json:"-"`
 
 	byID map[proc.Ident]int
 }
@@ -84,16 +90,28 @@ func (e *RecordError) Error() string {
 
 func (e *RecordError) Unwrap() error { return e.Err }
 
-// ReadRecord reads and assembles the record at path. A last line cut short
-// is left out (Truncated); damage anywhere else is a *RecordError naming
-// the line.
+// ReadRecord reads and assembles the record at path. The file is opened
+// never through a symlink and without blocking, and only when it is a
+// regular file (a FIFO or device planted at a ticket's record path is an
+// error that says what it is and whose, a *safefs.NotRegularError);
+// Record.File says whose file it was, from the same open. A last line cut
+// short is left out (Truncated); damage anywhere else is a *RecordError
+// naming the line.
 func ReadRecord(path string) (*Record, error) {
-	f, err := os.Open(path)
+	d, err := safefs.OpenDir(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read record %s: %w", path, err)
+	}
+	defer d.Close()
+	f, st, err := d.Open(filepath.Base(path), unix.O_RDONLY)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read record: %w", err)
 	}
 	defer f.Close()
 	rec, _, err := readRecord(f, path)
+	if rec != nil {
+		rec.File = st
+	}
 	return rec, err
 }
 

@@ -347,7 +347,7 @@ func TestRecordReap(t *testing.T) {
 		t.Errorf("worker exited before: must not be flagged reaped")
 	}
 	// Finished by the reaper: prunable now.
-	if done, err := recordFinished(path); err != nil || !done {
+	if done, err := recordFinishedAt(t, path); err != nil || !done {
 		t.Errorf("reaped record finished = %v, %v", done, err)
 	}
 }

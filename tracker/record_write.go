@@ -2,8 +2,10 @@
 // lines (whole lines only; events and fates in batches written within
 // flushDelay, the header at once, so a hold killed mid-way leaves every
 // line but those of its last few milliseconds), and a successor appends a
-// reap section to a dead holder's record. The writer holds an exclusive flock on the file for its
-// life, so an appender can tell a dead holder's record from a live one.
+// reap section to a dead holder's record. The writer holds an exclusive
+// flock on the file for its life, so an appender can tell a dead holder's
+// record from a live one. Record files are opened relative to a checked
+// directory fd (safefs): never through a symlink, never a special file.
 package tracker
 
 import (
@@ -12,13 +14,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // ErrRecordBusy means another live process holds the record's lock: its
@@ -56,25 +61,95 @@ type RecordWriter struct {
 	timer     *time.Timer // flushes pending, armed by the first pending line
 }
 
-// CreateRecord creates the record at path (and its directory) and writes
-// the header h. The file must not exist: hold ids are unique. The file is
-// made group-writable so that a successor of another uid in the queue's
-// group can append its reap section.
+// RecordsDirMode is the mode a records directory is made with, set
+// exactly (the umask would keep the group out): every member of the queue
+// directory's group creates its own record there (setgid keeps the group),
+// and nobody removes another's (sticky).
+const RecordsDirMode = 0o3775
+
+// recordMode is a record file's mode: a record is evidence written by its
+// holder, so nobody else may rewrite it; everyone may read it (show).
+const recordMode = 0o644
+
+// geteuid is the writer's effective uid (tests pretend to be another user).
+var geteuid = os.Geteuid
+
+// CreateRecord creates the record at path, a path the caller chose
+// (--dump): its directory is opened as given (and made when missing, as
+// the caller's own); the file is created O_EXCL|O_NOFOLLOW, so whatever is
+// there already (a file, a symlink, a FIFO) is an error that says what it
+// is, and nothing is followed or truncated.
 func CreateRecord(path string, h HoldInfo) (*RecordWriter, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o775); err != nil {
-		return nil, fmt.Errorf("cannot create the records directory for %s: %v; check the queue directory's permissions or write the record elsewhere (--dump)", path, err)
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create the directory of record %s: %v; check its permissions or write the record elsewhere (--dump)", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o664)
+	d, err := safefs.OpenDir(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("record %s already exists: each hold needs its own record; remove the file or choose another path", path)
-		}
-		return nil, fmt.Errorf("cannot create record %s: %v; check the directory's permissions or write the record elsewhere (--dump)", path, err)
+		return nil, fmt.Errorf("cannot open the directory of record %s: %v; check its permissions or write the record elsewhere (--dump)", path, err)
 	}
-	_ = f.Chmod(0o664) // umask would otherwise keep the group out
+	defer d.Close()
+	return CreateRecordAt(d, filepath.Base(path), h)
+}
+
+// OpenRecordsDir opens resourceDir/records, never through a symlink (nor
+// resourceDir's own last component), making it when missing with
+// RecordsDirMode and group gid (the queue directory's; -1 keeps what mkdir
+// gave). A records dir of ours with another mode (made by an older
+// gpu-hold, under a umask) gets RecordsDirMode.
+func OpenRecordsDir(resourceDir string, gid int) (*safefs.Dir, error) {
+	res, err := safefs.OpenDirNoFollow(resourceDir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open resource dir %s: %v", resourceDir, err)
+	}
+	defer res.Close()
+	d, created, err := res.MkdirSub("records", RecordsDirMode, gid)
+	if err != nil {
+		return nil, recordsDirErr(res.Join("records"), gid, err)
+	}
+	if st, err := d.Stat(); err == nil && !created && int(st.UID) == geteuid() && st.Perm() != RecordsDirMode {
+		d.Chmod(RecordsDirMode) // best effort: a dir that still works is used as it is
+	}
+	return d, nil
+}
+
+// recordsDirErr says what is wrong with a records dir and what to do.
+func recordsDirErr(path string, gid int, err error) error {
+	fix := fmt.Sprintf("an admin can recreate it with install -d -m %o -g %s %s", RecordsDirMode, groupName(gid), path)
+	var nr *safefs.NotRegularError
+	if errors.As(err, &nr) {
+		return fmt.Errorf("records dir %s is %s owned by uid %d (never followed): remove it; %s", path, nr.Info.Kind(), nr.Info.UID, fix)
+	}
+	return fmt.Errorf("cannot make or open records dir %s as uid %d: %v; %s", path, geteuid(), err, fix)
+}
+
+// groupName names gid for a hint.
+func groupName(gid int) string {
+	if gid < 0 {
+		return "GROUP"
+	}
+	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
+		return g.Name
+	}
+	return strconv.Itoa(gid)
+}
+
+// CreateRecordAt creates the record name in dir (see OpenRecordsDir) and
+// writes the header h. The file must not exist (hold ids are unique); it
+// is created O_EXCL|O_NOFOLLOW with mode 0644 set exactly.
+func CreateRecordAt(dir *safefs.Dir, name string, h HoldInfo) (*RecordWriter, error) {
+	path := dir.Join(name)
+	f, st, err := dir.Create(name, unix.O_WRONLY|unix.O_APPEND, recordMode)
+	if err != nil {
+		var ee *safefs.ExistsError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("record %v; each hold needs its own record", err)
+		}
+		return nil, fmt.Errorf("cannot create record %s as uid %d: %v; check the directory's permissions or write the record elsewhere (--dump)", path, geteuid(), err)
+	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		os.Remove(path)
+		dir.Remove(name, st)
 		return nil, fmt.Errorf("cannot lock new record %s: %v", path, err)
 	}
 	w := &RecordWriter{f: f, path: path, hold: h}
@@ -82,7 +157,7 @@ func CreateRecord(path string, h HoldInfo) (*RecordWriter, error) {
 	w.writeHoldLocked()
 	if w.err != nil {
 		f.Close()
-		os.Remove(path)
+		dir.Remove(name, st)
 		return nil, w.err
 	}
 	return w, nil
@@ -90,16 +165,16 @@ func CreateRecord(path string, h HoldInfo) (*RecordWriter, error) {
 
 // AppendRecord opens a dead holder's record to append a reap section. It
 // fails with an error wrapping ErrRecordBusy while the holder still writes
-// it, and when the record is unreadable (the error names the line). A
-// partial last line the holder left is cut off first (its length goes into
-// the first ReapInfo written). Call Reap before Fate or Event.
+// it, and when the record is unreadable (the error names the line). The
+// file is opened never through a symlink, without blocking, and only when
+// it is a regular file with one link owned by this process's uid (or the
+// appender is root): a record is its holder's evidence. A partial last
+// line the holder left is cut off first (its length goes into the first
+// ReapInfo written). Call Reap before Fate or Event.
 func AppendRecord(path string) (*RecordWriter, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := openForAppend(path)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("record %s is not writable by uid %d: %v; run the reap as the holder's user or a member of the queue's group", path, os.Getuid(), err)
-		}
-		return nil, fmt.Errorf("cannot open record %s to append the reap: %w", path, err)
+		return nil, err
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -128,6 +203,27 @@ func AppendRecord(path string) (*RecordWriter, error) {
 		}
 	}
 	return w, nil
+}
+
+// openForAppend opens the record at path for AppendRecord's checks.
+func openForAppend(path string) (*os.File, error) {
+	d, err := safefs.OpenDir(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("cannot open record %s to append the reap: %w", path, err)
+	}
+	defer d.Close()
+	f, st, err := d.Open(filepath.Base(path), unix.O_RDWR|unix.O_APPEND)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("record %s (owned by uid %d) is not writable by uid %d: %w; only its holder's user or root appends the reap", path, st.UID, geteuid(), err)
+		}
+		return nil, fmt.Errorf("cannot append the reap to record %s: %w", path, err)
+	}
+	if euid := geteuid(); euid != 0 && int(st.UID) != euid {
+		f.Close()
+		return nil, fmt.Errorf("record %s is owned by uid %d, not by this reaper's uid %d: a record is its holder's evidence, so only its owner or root appends to it; the reap goes on without it", path, st.UID, euid)
+	}
+	return f, nil
 }
 
 // Event appends a lineage event, with argv and filename bounded.
