@@ -1,6 +1,7 @@
-// record.go owns the hold's side of the lineage record: where it goes, and
-// feeding it the hold's times, the tracker's events and the teardown's
-// fates. The format and its writer belong to tracker (docs/RECORD.md).
+// record.go owns the hold's side of the lineage record: where it goes (and
+// the records dir made for the queue's group), and feeding it the hold's
+// times, the tracker's events and the teardown's fates. The format and its
+// writer belong to tracker (docs/RECORD.md).
 package hold
 
 import (
@@ -38,7 +39,7 @@ func (r *recorder) open(h *holdRun, granted time.Time) {
 	o := &h.o
 	path := h.res.Record
 	host, _ := os.Hostname()
-	w, err := tracker.CreateRecord(path, tracker.HoldInfo{
+	w, err := createRecord(o, path, tracker.HoldInfo{
 		ID: h.id, Resource: o.Resource, Label: o.Label, Ticket: h.ticket.Seq, Holder: h.ticket.Holder,
 		UID: os.Getuid(), Host: host, Cmd: o.Cmd, Backend: h.res.Backend, BackendNote: h.backendNote,
 		Times: tracker.HoldTimes{Queued: h.queued, Granted: granted},
@@ -50,8 +51,34 @@ func (r *recorder) open(h *holdRun, granted time.Time) {
 	r.p.Store(w)
 }
 
+// createRecord creates the record at path: --dump where the caller said,
+// else in the resource's records dir, which is never followed when it is a
+// symlink and is made for the queue dir's group (a second user's hold must
+// be able to write its own record there).
+func createRecord(o *Options, path string, h tracker.HoldInfo) (*tracker.RecordWriter, error) {
+	if o.Dump != "" {
+		return tracker.CreateRecord(path, h)
+	}
+	d, err := tracker.OpenRecordsDir(filepath.Join(o.Dir, o.Resource), queueGroup(o.Dir))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return tracker.CreateRecordAt(d, filepath.Base(path), h)
+}
+
+// queueGroup is the queue dir's group, or -1 when it cannot be read.
+func queueGroup(dir string) int {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return -1
+	}
+	return int(st.Gid)
+}
+
 // prune applies the retention to the resource's records directory (after
-// the release: no one waits for it).
+// the release: no one waits for it). The records dir is never followed
+// when it is a symlink, and only this uid's records go.
 func (r *recorder) prune(o *Options, path string) {
 	if o.Dump != "" || path == "" {
 		return

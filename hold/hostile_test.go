@@ -1,0 +1,144 @@
+// hostile_test.go holds the helpers of the tests that plant what another
+// user could in a shared directory (a symlink, a FIFO, a device node, a hard
+// link), and runs a piece of a test as another uid.
+package hold
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
+)
+
+// within runs fn and fails the test when it takes longer than 5 s (a FIFO
+// opened without O_NONBLOCK blocks for ever).
+func within(t *testing.T, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s blocked for 5 s (a FIFO opened without O_NONBLOCK?)", what)
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := unix.Mkfifo(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mknull makes a character device node like /dev/null at path (root only).
+func mknull(t *testing.T, path string) {
+	t.Helper()
+	testenv.NeedRoot(t, "making a device node (mknod)")
+	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantErr(t *testing.T, err error, what string, subs ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	for _, s := range subs {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("%s: error %q does not say %q", what, err, s)
+		}
+	}
+}
+
+// Another user of a shared directory, as the tests make it: a uid and a
+// group no account on the host uses.
+const (
+	otherUID  = 4242
+	sharedGID = 4243
+)
+
+// sharedDir makes a fleet-style directory (root's, group sharedGID, mode
+// 03775: setgid, sticky, group-writable) whose parents another uid can
+// traverse.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	testenv.NeedRoot(t, "a directory shared by two uids")
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	if err := os.Chown(dir, 0, sharedGID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o3775); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// helperEnv names the piece of a test the test binary runs as another uid.
+const helperEnv = "GPU_HOLD_TEST_HELPER"
+
+// asOther runs this test binary's helper named what as otherUID (group
+// sharedGID), with args in its environment, and returns its output.
+func asOther(t *testing.T, what string, env ...string) (string, error) {
+	t.Helper()
+	testenv.NeedRoot(t, "running a helper as another uid")
+	// The go tool builds the test binary in a directory only we can enter.
+	bin := filepath.Join(t.TempDir(), "hold.test")
+	os.Chmod(filepath.Dir(bin), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
+	copyFile(t, os.Args[0], bin)
+	cmd := exec.Command(bin, "-test.run=^TestHelperAsOther$", "-test.v")
+	cmd.Env = append(os.Environ(), append(env, helperEnv+"="+what)...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: otherUID, Gid: sharedGID, Groups: []uint32{sharedGID}}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// helpers are the pieces asOther runs, by name.
+var helpers = map[string]func(t *testing.T){}
+
+// TestHelperAsOther is not a test of its own: it runs the helper asOther
+// names, in the process asOther started as another uid.
+func TestHelperAsOther(t *testing.T) {
+	what := os.Getenv(helperEnv)
+	if what == "" {
+		return // an entry point for asOther, nothing to test by itself
+	}
+	fn := helpers[what]
+	if fn == nil {
+		t.Fatalf("no helper %q", what)
+	}
+	fn(t)
+}

@@ -1,0 +1,91 @@
+// record_hostile_test.go tests where the hold puts its record: records/ is
+// never followed when it is a symlink, is made for the queue dir's group
+// (03775) whatever the umask, and a second uid's hold writes its own record
+// in a records dir root made.
+package hold
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// testRun is a hold on resource gpu in dir, as far as its record goes.
+func testRun(dir, id string, log zerolog.Logger) *holdRun {
+	h := &holdRun{o: Options{Dir: dir, Resource: "gpu", Log: log}, id: id, rec: &recorder{}}
+	os.MkdirAll(filepath.Join(dir, "gpu"), 0o775)
+	h.res.Record = recordPath(&h.o, id)
+	return h
+}
+
+func TestRecordsDirSymlinkNeverFollowed(t *testing.T) {
+	dir := t.TempDir()
+	target := t.TempDir()
+	var logged strings.Builder
+	h := testRun(dir, "h1", zerolog.New(&logged))
+	if err := os.Symlink(target, filepath.Join(dir, "gpu", "records")); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "recorder.open", func() { h.rec.open(h, h.queued) })
+	if h.rec.p.Load() != nil {
+		h.rec.close(&h.res, h.queued, h.o.Log)
+		t.Error("a record was written through the symlinked records dir")
+	}
+	if es, _ := os.ReadDir(target); len(es) != 0 {
+		t.Fatalf("the symlink's target got %d files", len(es))
+	}
+	for _, s := range []string{"records", "symlink", "uid 0"} {
+		if !strings.Contains(logged.String(), s) {
+			t.Fatalf("the log does not say %q: %s", s, logged.String())
+		}
+	}
+}
+
+func TestRecordsDirMode(t *testing.T) {
+	old := unix.Umask(0o022)
+	defer unix.Umask(old)
+	dir := sharedDir(t)
+	h := testRun(dir, "h1", zerolog.Nop())
+	h.rec.open(h, h.queued)
+	if h.rec.p.Load() == nil {
+		t.Fatal("no record")
+	}
+	h.rec.close(&h.res, h.queued, h.o.Log)
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(dir, "gpu", "records"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o3775 || st.Gid != sharedGID {
+		t.Fatalf("records dir mode %04o group %d, want 3775 group %d", st.Mode&0o7777, st.Gid, sharedGID)
+	}
+}
+
+func init() {
+	helpers["record"] = func(t *testing.T) {
+		h := testRun(os.Getenv("QUEUE_DIR"), "h2", zerolog.New(os.Stderr))
+		h.rec.open(h, h.queued)
+		if h.rec.p.Load() == nil {
+			t.Fatal("no record")
+		}
+		h.rec.close(&h.res, h.queued, h.o.Log)
+	}
+}
+
+func TestRecordsDirTwoUsers(t *testing.T) {
+	dir := sharedDir(t)
+	h := testRun(dir, "h1", zerolog.Nop())
+	os.Chmod(filepath.Join(dir, "gpu"), 0o3775)
+	h.rec.open(h, h.queued)
+	h.rec.close(&h.res, h.queued, h.o.Log)
+	if out, err := asOther(t, "record", "QUEUE_DIR="+dir); err != nil {
+		t.Fatalf("uid %d's hold wrote no record in the records dir root made: %v\n%s", otherUID, err, out)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(dir, "gpu", "records", "h2.jsonl"), &st); err != nil || st.Uid != otherUID {
+		t.Fatalf("uid %d's record: %v, owner %d", otherUID, err, st.Uid)
+	}
+}
