@@ -1,7 +1,8 @@
 // resources.go owns the resources a hold can queue for and the device nodes
 // that mean "holds this device": built-in defaults (gpu, npu), the optional
 // <queue dir>/resources.json that overrides them, and --device, which replaces
-// a resource's list for one hold.
+// a resource's list for one hold. resources.json counts only from root or
+// the queue dir's owner (see LoadResourcesWarn).
 package hold
 
 import (
@@ -14,6 +15,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // ResourcesFile is the name of the resource configuration in the queue dir.
@@ -49,21 +54,43 @@ func DefaultResources() map[string]Resource {
 	}
 }
 
-// LoadResources returns the resources for queue dir queueDir: the defaults,
-// overridden entry by entry by queueDir/resources.json when that file exists.
-// A missing file is not an error; an unreadable or malformed one is, and the
-// error names the file.
+// maxResourcesLen bounds what is read of resources.json.
+const maxResourcesLen = 1 << 20
+
+// LoadResources is LoadResourcesWarn with its warnings written to standard
+// error. Callers with a logger should call LoadResourcesWarn.
 func LoadResources(queueDir string) (map[string]Resource, error) {
+	return LoadResourcesWarn(queueDir, nil)
+}
+
+// LoadResourcesWarn returns the resources for queue dir queueDir: the
+// defaults, overridden entry by entry by queueDir/resources.json when that
+// file exists and is trusted. A missing file is not an error; an unreadable
+// or malformed trusted one is, and the error names the file. The file is
+// opened never through a symlink and without blocking, and counts only
+// when it is a regular file owned by root or by the queue dir's owner that
+// nobody else can write: otherwise any user of a shared queue dir could
+// switch the device-holder check off by listing no devices. An untrusted or
+// special file is reported in one line to warn (nil: standard error) and
+// the defaults are used.
+func LoadResourcesWarn(queueDir string, warn func(msg string)) (map[string]Resource, error) {
 	res := DefaultResources()
 	if queueDir == "" {
 		return res, nil
 	}
-	path := filepath.Join(queueDir, ResourcesFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return res, nil
+	if warn == nil {
+		warn = func(msg string) { fmt.Fprintln(os.Stderr, "gpu-hold: warning: "+msg) }
 	}
-	if err != nil {
+	path := filepath.Join(queueDir, ResourcesFile)
+	data, err := readResources(queueDir)
+	var ut *untrustedError
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return res, nil
+	case errors.As(err, &ut):
+		warn(ut.Error())
+		return res, nil
+	case err != nil:
 		return nil, fmt.Errorf("cannot read resource config %s: %v; fix its permissions or remove it to use the defaults", path, err)
 	}
 	file, err := parseResources(data)
@@ -74,6 +101,63 @@ func LoadResources(queueDir string) (map[string]Resource, error) {
 		res[name] = r
 	}
 	return res, nil
+}
+
+// untrustedError: resources.json is there but must not count.
+type untrustedError struct {
+	path   string
+	reason string
+}
+
+func (e *untrustedError) Error() string {
+	return fmt.Sprintf("ignoring resource config %s: %s; using the built-in resources. An admin can make it count with: chown root: %s; chmod 644 %s",
+		e.path, e.reason, e.path, e.path)
+}
+
+// readResources reads queueDir's resources.json when it is trusted (an
+// *untrustedError when it is not).
+func readResources(queueDir string) ([]byte, error) {
+	d, err := safefs.OpenDir(queueDir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	dst, err := d.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, err := d.Lstat(ResourcesFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := trustResources(st, dst.UID); err != nil {
+		return nil, err
+	}
+	data, fst, err := d.ReadFile(ResourcesFile, maxResourcesLen)
+	var nr *safefs.NotRegularError
+	switch {
+	case errors.As(err, &nr):
+		return nil, trustResources(nr.Info, dst.UID)
+	case err != nil:
+		return nil, err
+	}
+	if err := trustResources(fst, dst.UID); err != nil {
+		return nil, err // replaced since the lstat
+	}
+	return data, nil
+}
+
+// trustResources says why st must not count, or nil.
+func trustResources(st safefs.Info, dirOwner uint32) error {
+	switch {
+	case !st.IsRegular():
+		return &untrustedError{st.Path, fmt.Sprintf("it is %s owned by uid %d (never followed or opened; remove it)", st.Kind(), st.UID)}
+	case st.UID != 0 && st.UID != dirOwner:
+		return &untrustedError{st.Path, fmt.Sprintf("it is owned by uid %d (mode %04o), and only root or the queue dir's owner (uid %d) may configure the device checks", st.UID, st.Perm(), dirOwner)}
+	case st.WritableByOthers():
+		return &untrustedError{st.Path, fmt.Sprintf("its mode %04o (owner uid %d) lets others write it, so they could switch the device checks off", st.Perm(), st.UID)}
+	}
+	return nil
 }
 
 // parseResources decodes and checks the text of a resources.json.

@@ -87,15 +87,19 @@ func TestResourcesFileErrors(t *testing.T) {
 	}
 }
 
-func TestResourcesFileUnreadable(t *testing.T) {
+// A directory where the file should be is no config: it is reported and
+// the defaults are used, like any other special file.
+func TestResourcesFileIsDirectory(t *testing.T) {
 	dir := t.TempDir()
-	// A directory where the file should be: reading it fails whoever we are.
 	if err := os.Mkdir(filepath.Join(dir, ResourcesFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadResources(dir); err == nil || !strings.Contains(err.Error(), ResourcesFile) {
-		t.Errorf("unreadable config: got %v", err)
+	var warned []string
+	res, err := LoadResourcesWarn(dir, func(m string) { warned = append(warned, m) })
+	if err != nil || len(warned) != 1 || !strings.Contains(warned[0], "a directory") {
+		t.Fatalf("directory as config: %v, warnings %q", err, warned)
 	}
+	gpuDefaults(t, res, "directory")
 }
 
 func TestLookupAndPatterns(t *testing.T) {
