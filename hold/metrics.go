@@ -3,10 +3,13 @@
 // counters live in a small JSON state file beside it (node_exporter reads
 // only *.prom); each hold updates both under an flock and replaces each file
 // atomically (temp file in the same dir, fsync, rename), so a scrape never
-// sees half a file.
+// sees half a file. The dir may be shared by several users' holds: files are
+// group-writable, and never opened through a symlink or when special.
 package hold
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // knownCauses are the values of the cause label that are always written
@@ -76,21 +81,35 @@ func fileSafe(s string) string {
 	}, s)
 }
 
+// metricsMode is every metrics file's mode, set exactly (the umask would
+// keep the group out): the holds of every member of a shared metrics dir's
+// group take the same lock and rewrite the same files.
+const metricsMode = 0o664
+
+// maxStateLen bounds what is read of a state file.
+const maxStateLen = 1 << 20
+
 // RecordMetrics adds one hold to resource's metrics in dir and rewrites
 // gpu_hold_<resource>.prom. Holds on other resources may record into the same
 // dir at the same time; an flock on a per-resource lock file orders the
-// read-modify-write.
+// read-modify-write. Every file is opened relative to dir's fd, never
+// through a symlink and never when it is a FIFO or a device: such a file is
+// an error that says what it is (the caller logs it and the hold goes on).
 func RecordMetrics(dir, resource string, m HoldMetrics) error {
 	if dir == "" {
 		return nil
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("metrics dir %s is not a directory: create it or fix --metrics-dir", dir)
-	}
-	base := filepath.Join(dir, ".gpu_hold_"+fileSafe(resource))
-	lock, err := os.OpenFile(base+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	d, err := safefs.OpenDir(dir)
 	if err != nil {
-		return fmt.Errorf("metrics dir %s: %v; make it writable or drop --metrics-dir", dir, err)
+		return fmt.Errorf("metrics dir %s: %v: create it or fix --metrics-dir", dir, err)
+	}
+	defer d.Close()
+	base := ".gpu_hold_" + fileSafe(resource)
+	// Read-only is enough for flock, and opens a lock another uid made
+	// before locks were group-writable.
+	lock, _, _, err := d.OpenOrCreate(base+".lock", unix.O_RDONLY, metricsMode)
+	if err != nil {
+		return fmt.Errorf("metrics lock: %v; the metrics are not written (make the dir writable for the group, or drop --metrics-dir)", err)
 	}
 	defer lock.Close()
 	if err := flock(lock); err != nil {
@@ -98,8 +117,8 @@ func RecordMetrics(dir, resource string, m HoldMetrics) error {
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
 
-	statePath := base + ".state.json"
-	st, err := readMetricsState(statePath)
+	stateName := base + ".state.json"
+	st, err := readMetricsState(d, stateName)
 	if err != nil {
 		return err
 	}
@@ -110,10 +129,10 @@ func RecordMetrics(dir, resource string, m HoldMetrics) error {
 	}
 	// The state first: if the .prom write then fails, the next hold
 	// rewrites it from the state and nothing is counted twice or lost.
-	if err := writeAtomic(statePath, append(data, '\n')); err != nil {
+	if err := writeReplace(d, stateName, append(data, '\n')); err != nil {
 		return err
 	}
-	return writeAtomic(MetricsFile(dir, resource), []byte(st.render(resource)))
+	return writeReplace(d, filepath.Base(MetricsFile(dir, resource)), []byte(st.render(resource)))
 }
 
 // flock takes an exclusive lock, retrying when a signal interrupts.
@@ -128,14 +147,15 @@ func flock(f *os.File) error {
 
 // readMetricsState reads the state; a missing file is a fresh start, a
 // corrupt one an error that says what to do.
-func readMetricsState(path string) (*metricsState, error) {
+func readMetricsState(d *safefs.Dir, name string) (*metricsState, error) {
 	st := &metricsState{Version: 1, Exits: map[string]uint64{}}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	path := d.Join(name)
+	data, _, err := d.ReadFile(name, maxStateLen)
+	if errors.Is(err, unix.ENOENT) {
 		return st, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading metrics state %s: %v", path, err)
+		return nil, fmt.Errorf("reading metrics state: %v", err)
 	}
 	if err := json.Unmarshal(data, st); err != nil {
 		return nil, fmt.Errorf("metrics state %s is corrupt (%v): remove it (and its .prom) to start the counters afresh", path, err)
@@ -247,41 +267,90 @@ func formatValue(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
-// writeAtomic replaces path with data: a temp file in the same directory
-// (a name node_exporter ignores), fsync, rename over path, fsync of the
-// directory. Readers see the old file or the new one, never a part.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// writeReplace replaces name in d with data: a temp file in the same
+// directory (a name node_exporter ignores), fsync, rename over name, fsync
+// of the directory, so readers see the old file or the new one, never a
+// part. A name that is not a regular file (a planted symlink, FIFO,
+// device) is reported and left alone.
+//
+// In a sticky dir (a world- or group-writable one set up with +t), rename
+// cannot replace another uid's file: the kernel refuses it as it refuses
+// removing it. Then the file, group-writable (metricsMode), is rewritten in
+// place under the lock the caller holds, which the holds all take; a
+// scrape may then catch it half-written once. The documented set-up of a
+// shared metrics dir is setgid and group-writable without the sticky bit
+// (install -d -m 2775 -g GROUP DIR), where every replace is atomic.
+func writeReplace(d *safefs.Dir, name string, data []byte) error {
+	if st, err := d.Lstat(name); err == nil && !st.IsRegular() {
+		return fmt.Errorf("metrics file: %w", &safefs.NotRegularError{Info: st, Want: "a regular file"})
+	}
+	tmp, err := writeTemp(d, name, data)
 	if err != nil {
-		return fmt.Errorf("writing %s: %v", path, err)
+		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	err = d.Rename(tmp, name)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		d.Remove(tmp, tmpInfo(d, tmp))
+		return writeInPlace(d, name, data)
+	}
+	if err != nil {
+		d.Remove(tmp, tmpInfo(d, tmp))
+		return fmt.Errorf("replacing %s: %v", d.Join(name), err)
+	}
+	unix.Fsync(d.Fd())
+	return nil
+}
+
+// writeTemp writes data to a new temp file for name and returns its name.
+func writeTemp(d *safefs.Dir, name string, data []byte) (string, error) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := "." + name + ".tmp-" + hex.EncodeToString(rnd[:])
+	f, st, err := d.Create(tmp, unix.O_WRONLY, metricsMode)
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %v", d.Join(name), err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		d.Remove(tmp, st)
+		return "", fmt.Errorf("writing %s: %v", d.Join(tmp), err)
+	}
+	return tmp, nil
+}
+
+// writeInPlace rewrites name with data through one fd: a regular file with
+// one link only (a hard link would write someone else's file too).
+func writeInPlace(d *safefs.Dir, name string, data []byte) error {
+	f, st, err := d.Open(name, unix.O_WRONLY)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return fmt.Errorf("%s belongs to uid %d (mode %04o) and this hold (uid %d) can neither replace it in the sticky dir nor write it: chmod 664 it, or set the dir up as documented (install -d -m 2775 -g GROUP %s, no sticky bit)",
+				d.Join(name), st.UID, st.Perm(), os.Geteuid(), d.Path())
 		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %v", tmp.Name(), err)
+		return fmt.Errorf("rewriting %s: %v", d.Join(name), err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("writing %s: %v", tmp.Name(), err)
+	defer f.Close()
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %v", tmp.Name(), err)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %v", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replacing %s: %v", path, err)
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+	if err != nil {
+		return fmt.Errorf("rewriting %s: %v", d.Join(name), err)
 	}
 	return nil
+}
+
+// tmpInfo is our temp file's Info, for removing it only while it is ours.
+func tmpInfo(d *safefs.Dir, name string) safefs.Info {
+	st, _ := d.Lstat(name)
+	return st
 }

@@ -1,0 +1,100 @@
+// metrics_hostile_test.go tests --metrics-dir against planted files and a
+// second user: no file is opened through a symlink or when it is a FIFO or
+// a device, files are group-writable whatever the umask, and a second uid's
+// hold adds to the counters of the first.
+package hold
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestMetricsPlantedFiles(t *testing.T) {
+	names := map[string]string{
+		"lock":  ".gpu_hold_gpu.lock",
+		"state": ".gpu_hold_gpu.state.json",
+		"prom":  "gpu_hold_gpu.prom",
+	}
+	for what, name := range names {
+		t.Run(what+" symlink", func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(t.TempDir(), "nowhere")
+			os.Symlink(target, filepath.Join(dir, name))
+			within(t, "RecordMetrics", func() {
+				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
+				wantErr(t, err, "RecordMetrics with a symlinked "+what, name, "symlink")
+			})
+			if _, err := os.Lstat(target); err == nil {
+				t.Fatal("the symlink's target was created")
+			}
+		})
+		t.Run(what+" fifo", func(t *testing.T) {
+			dir := t.TempDir()
+			mkfifo(t, filepath.Join(dir, name))
+			within(t, "RecordMetrics", func() {
+				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
+				wantErr(t, err, "RecordMetrics with a FIFO "+what, name, "FIFO")
+			})
+		})
+		t.Run(what+" device", func(t *testing.T) {
+			dir := t.TempDir()
+			mknull(t, filepath.Join(dir, name))
+			within(t, "RecordMetrics", func() {
+				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
+				wantErr(t, err, "RecordMetrics with a device "+what, name, "device")
+			})
+		})
+	}
+}
+
+// The group shares the metrics: the umask must not keep it out.
+func TestMetricsFilesGroupWritable(t *testing.T) {
+	old := unix.Umask(0o022)
+	defer unix.Umask(old)
+	dir := t.TempDir()
+	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{".gpu_hold_gpu.lock", ".gpu_hold_gpu.state.json", "gpu_hold_gpu.prom"} {
+		fi, err := os.Lstat(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o664 {
+			t.Errorf("%s: mode %v, want 0664", n, fi.Mode().Perm())
+		}
+	}
+}
+
+func init() {
+	helpers["metrics"] = func(t *testing.T) {
+		if err := RecordMetrics(os.Getenv("METRICS_DIR"), "gpu", HoldMetrics{Granted: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Root's hold, then another uid's, then root's again, in a setgid sticky
+// dir: every hold is counted.
+func TestMetricsTwoUsers(t *testing.T) {
+	dir := sharedDir(t)
+	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asOther(t, "metrics", "METRICS_DIR="+dir); err != nil {
+		t.Fatalf("uid %d's hold cannot write the metrics root's hold started: %v\n%s", otherUID, err, out)
+	}
+	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(MetricsFile(dir, "gpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := value(t, parseProm(t, data), "gpu_hold_holds_total", map[string]string{"resource": "gpu"}); n != 3 {
+		t.Fatalf("holds_total %v, want 3", n)
+	}
+}
