@@ -21,21 +21,6 @@ import (
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
-// reapDead ends the lineage of every dead holder the grant names, then
-// tells the queue each was reaped. A lineage that cannot be fully ended is
-// reported with its survivors; the token is still used (the alternative,
-// a queue stuck for ever, is worse).
-func (h *holdRun) reapDead(ctx context.Context, g queue.Grant) error {
-	for _, d := range g.Dead() {
-		rh := reapOne(d, "hold", h.id, h.o.Grace, h.o.SurvivorWait, h.o.Log)
-		h.rec.reaped(rh)
-		if err := g.Reaped(d); err != nil {
-			return failf(ExitUsage, "ended dead holder %s but cannot clear it from the queue: %v", d.Describe(), err)
-		}
-	}
-	return nil
-}
-
 // holderAlive reports whether a holder the queue found dead (its lock is
 // gone) is alive all the same. A holder whose lock went with its last
 // thread's files may still be finishing its exit: its main thread shows as
@@ -58,9 +43,11 @@ func holderAlive(id proc.Ident) bool {
 // dyingWait bounds the wait for a dying holder's last threads (holderAlive).
 const dyingWait = 2 * time.Second
 
-// reapOne ends dead holder d's lineage and returns what was done.
+// reapOne ends dead holder d's lineage with d's own authority and returns
+// what was done. Blocked is set when what is verifiably d's lineage could
+// not be ended with it: d must then not be marked reaped.
 func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) tracker.ReapedHold {
-	log = log.With().Uint64("dead_ticket", d.Seq).Str("dead_hold", d.HoldID).Int("dead_pid", d.Holder.PID).Logger()
+	log = log.With().Uint64("dead_ticket", d.Seq).Str("dead_hold", d.HoldID).Int("dead_pid", d.Holder.PID).Int("dead_uid", d.UID).Logger()
 	log.Warn().Uint64("ticket", d.Seq).Str("label", d.Label).Msg("dead holder: the previous holder died without releasing; ending its lineage first")
 	rh := tracker.ReapedHold{HoldID: d.HoldID, Holder: d.Holder, Record: d.Record, At: time.Now()}
 
@@ -71,34 +58,50 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 		rh.Error = "ticket names a live holder"
 		return rh
 	}
-	var ids []proc.Ident
-	var pgid int
-	var root proc.Ident
-	var cgPath string
-	rec, err := tracker.ReadRecord(d.Record)
-	switch {
-	case err != nil:
-		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
-	case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
-		log.Error().Str("record", d.Record).Msg("the dead holder's record is not its own (hold id or holder differ): ignoring it")
-	default:
-		ids, cgPath = rec.Live, rec.Hold.Cgroup
-		if rec.Hold.Payload != nil {
-			// The group is ended only while its leader still holds the
-			// number (see teardown.groupIsOurs).
-			pgid, root = rec.Hold.PGID, *rec.Hold.Payload
-		}
-		if cgPath != "" && !ownCgroupPath(cgPath, d.HoldID) {
-			log.Error().Str("cgroup", cgPath).Msg("the dead holder's record names a cgroup gpu-hold did not make for it: ignoring it")
-			cgPath = ""
+	as, err := proc.As(d.UID)
+	if err != nil {
+		return foreignLineage(d, rh, err)
+	}
+	defer as.Close()
+	c := believe(d, log)
+	out, info := endClaimed(d, &c, as, via, reaperHold, grace, survivorWait, log)
+	rh.Ended, rh.Survivors = out.Ended, info.Survivors
+	for _, st := range out.Denied {
+		if c.evidence(st) {
+			rh.Denied = append(rh.Denied, st.Ident)
+		} else {
+			log.Warn().Int("pid", st.PID).Str("comm", st.Comm).Msg("not ended: the dead holder's record or group names a process its user may not signal and nothing shows is its lineage")
 		}
 	}
+	if len(rh.Denied) > 0 {
+		rh.Blocked = fmt.Sprintf("%d of its lineage now run as another user, which uid %d may not signal", len(rh.Denied), d.UID)
+	}
+	log.Warn().Str("source", info.Source).Int("ended", rh.Ended).Int("survivors", len(rh.Survivors)).Int("denied", len(rh.Denied)).Uint64("ticket", d.Seq).
+		Msg("dead holder's lineage ended")
+	return rh
+}
+
+// foreignLineage is the reap of another user's dead holder by a process
+// that is not root and so cannot act as that user: done only when that
+// user has nothing left running at all; otherwise blocked, for root.
+func foreignLineage(d queue.Ticket, rh tracker.ReapedHold, err error) tracker.ReapedHold {
+	if !proc.UserRuns(d.UID) {
+		return rh // nothing of uid's runs: nothing of its lineage can
+	}
+	rh.Blocked = err.Error()
+	return rh
+}
+
+// endClaimed runs the teardown over what c claims, with authority as, and
+// appends the reaping to the dead holder's record when that is its own.
+func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) (Outcome, tracker.ReapInfo) {
 	self, _ := proc.Self()
 	host, _ := os.Hostname()
 	info := tracker.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Started: time.Now()}
 	var w *tracker.RecordWriter
 	var sink tracker.Sink
-	if d.Record != "" {
+	if c.record {
+		var err error
 		if w, err = tracker.AppendRecord(d.Record); err != nil {
 			log.Warn().Err(err).Msg("cannot append the reaping to the dead holder's record")
 			w = nil
@@ -106,17 +109,13 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 			sink = w.Event
 		}
 	}
-	tr, source := tracker.Resume(d.HoldID, ids, d.UID, sink)
+	tr, source := tracker.Resume(c.Claim, sink)
 	defer tr.Close() // on every return; closing twice does nothing
 	info.Source = source
 	if w != nil {
 		w.Reap(info)
 	}
-	td := &teardown{tr: tr, pgid: pgid, root: root, cg: openCgroup(cgPath), grace: grace, survivorWait: survivorWait, log: log}
-	if d.UID != 0 && source != tracker.SourceBPFPin {
-		// What a user's record names is only believed of that user's processes.
-		td.onlyUID, td.uid = true, d.UID
-	}
+	td := &teardown{tr: tr, pgid: c.pgid, root: c.root, cg: openCgroup(c.cgroup), grace: grace, survivorWait: survivorWait, log: log, as: as}
 	if w != nil {
 		td.fate = w.Fate
 	}
@@ -132,7 +131,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 		}
 	}
 	tr.Close()
-	info.Ended, info.Candidates, info.Signalled = time.Now(), len(ids), out.Ended
+	info.Ended, info.Candidates, info.Signalled = time.Now(), len(c.IDs), out.Ended
 	for _, st := range out.Survivors {
 		info.Survivors = append(info.Survivors, st.Ident)
 	}
@@ -140,33 +139,45 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 		w.Reap(info)
 		w.Close()
 	}
-	rh.Ended, rh.Survivors = out.Ended, info.Survivors
-	log.Warn().Str("source", source).Int("ended", rh.Ended).Int("survivors", len(rh.Survivors)).Uint64("ticket", d.Seq).
-		Msg("dead holder's lineage ended")
-	return rh
-}
-
-// ownCgroupPath reports whether path is the cgroup gpu-hold makes for hold
-// id: gpu-hold-<id> inside the cgroup v2 mount.
-func ownCgroupPath(path, id string) bool {
-	mnt := CgroupMount()
-	clean := filepath.Clean(path)
-	return mnt != "" && id != "" && filepath.Base(clean) == "gpu-hold-"+id &&
-		strings.HasPrefix(clean, filepath.Clean(mnt)+"/")
+	return out, info
 }
 
 // ReapOptions configure `gpu-hold reap`.
 type ReapOptions struct {
 	Dir, Resource       string
+	All                 bool // every resource of Dir
 	Grace, SurvivorWait time.Duration
 	Log                 zerolog.Logger
 }
 
-// Reap ends the lineage of a resource's dead holder, if any, without
-// running a payload, and releases the token. It returns how many dead
-// holders it reaped; queue.ErrNotDead when the holder is alive.
+// Reap ends the lineage of a resource's dead holders (of every resource's,
+// with All) without running a payload. It takes the token when it is free
+// and releases it after; while a live successor holds the token (waiting,
+// unable to end a dead holder itself), it reaps beside it. It returns how
+// many dead holders it reaped; an error names those it could not end.
 func Reap(ctx context.Context, o ReapOptions) (int, error) {
-	q, err := queue.OpenDir(o.Dir, o.Resource, queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }})
+	resources := []string{o.Resource}
+	if o.All {
+		var err error
+		if resources, err = resourceDirs(o.Dir); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	var errs []error
+	for _, res := range resources {
+		k, err := reapResource(ctx, o, res)
+		n += k
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// reapResource is Reap for one resource.
+func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
+	q, err := queue.OpenDir(o.Dir, res, queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }})
 	if err != nil {
 		return 0, err
 	}
@@ -175,21 +186,55 @@ func Reap(ctx context.Context, o ReapOptions) (int, error) {
 		return 0, fmt.Errorf("cannot read own identity from /proc: %v", err)
 	}
 	host, _ := os.Hostname()
-	g, err := q.TakeDead(ctx, queue.Ticket{Resource: o.Resource, Label: "gpu-hold reap", Holder: self, UID: os.Getuid(), Host: host, Created: time.Now()})
-	if err != nil {
-		if errors.Is(err, queue.ErrNotDead) {
-			return 0, fmt.Errorf("the %s token is held by a live holder: nothing to reap (see gpu-hold queue -r %s)", o.Resource, o.Resource)
+	g, err := q.TakeDead(ctx, queue.Ticket{Resource: res, Label: "gpu-hold reap", Holder: self, UID: os.Getuid(), Host: host, Created: time.Now()})
+	if errors.Is(err, queue.ErrNotDead) {
+		// A live holder: a successor may be waiting on dead holders it
+		// may not end itself.
+		if g, err = q.ReapDead(); err == nil && len(g.Dead()) == 0 {
+			return 0, fmt.Errorf("the %s token is held by a live holder and no dead holder waits to be ended: nothing to reap (see gpu-hold queue -r %s)", res, res)
 		}
+	}
+	if err != nil {
 		return 0, err
 	}
 	defer g.Release()
 	n := 0
+	var blocked []string
 	for _, d := range g.Dead() {
-		reapOne(d, "reap", "", o.Grace, o.SurvivorWait, o.Log)
+		rh := reapOne(d, "reap", "", o.Grace, o.SurvivorWait, o.Log)
+		if rh.Blocked != "" {
+			blocked = append(blocked, fmt.Sprintf("%s: %s", d.Describe(), rh.Blocked))
+			continue
+		}
 		if err := g.Reaped(d); err != nil {
 			return n, fmt.Errorf("ended dead holder %s but cannot clear it from the queue: %v", d.Describe(), err)
 		}
 		n++
 	}
+	if len(blocked) > 0 {
+		return n, fmt.Errorf("%s: could not end the lineage of %s; run gpu-hold reap as root", res, strings.Join(blocked, "; "))
+	}
 	return n, nil
+}
+
+// resourceDirs lists the resources of queue dir dir: its subdirectories
+// that hold a queue (a token or a counter).
+func resourceDirs(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the resources of %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		for _, f := range []string{"token", "seq"} {
+			if st, err := os.Lstat(filepath.Join(dir, e.Name(), f)); err == nil && st.Mode().IsRegular() {
+				out = append(out, e.Name())
+				break
+			}
+		}
+	}
+	return out, nil
 }

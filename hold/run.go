@@ -102,15 +102,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	grant, err := h.acquire(ctx, sigc)
 	if err != nil {
-		h.writeMetrics(time.Time{}, time.Now()) // a ticket that never got the token counts too
+		h.writeMetrics(h.granted, time.Now()) // a ticket that never got the token counts too
 		return h.res, err
 	}
-	granted := time.Now()
-	h.rec.open(h, granted)
-	err = h.reapDead(ctx, grant)
-	if err == nil {
-		_, err = h.hold(ctx, tr, sigc)
-	}
+	granted := h.granted
+	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, CauseError
 	}
@@ -157,10 +153,13 @@ type holdRun struct {
 	lost          uint64    // events the tracker lost
 	memSource     MemSource // nil: /proc/meminfo
 	cg            *cgroup   // the payload's cgroup, if any
+	granted       time.Time // when the token was taken (zero: never)
 }
 
-// acquire takes a ticket and waits for the token (event-driven); a signal
-// or the wait allowance removes the ticket and ends the hold with 75/128+S.
+// acquire takes a ticket, waits for the token (event-driven) and ends the
+// lineage of the dead holders it names; a signal or the wait allowance
+// removes the ticket and ends the hold with 75/128+S. Its record is open
+// from the moment the token is taken.
 func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant, error) {
 	o, log := &h.o, h.o.Log
 	q, err := queue.OpenDir(o.Dir, o.Resource, queue.DirOptions{Warn: func(msg string) { log.Warn().Msg(msg) }})
@@ -191,7 +190,9 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		defer cancel()
 	}
 	var got os.Signal
+	watching := make(chan struct{})
 	go func() {
+		defer close(watching)
 		select {
 		case s := <-sigc:
 			got = s
@@ -199,6 +200,8 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		case <-wctx.Done():
 		}
 	}()
+	// signalled ends the watch and returns the signal it took, if any.
+	signalled := func() os.Signal { cancel(); <-watching; return got }
 	status := newStatusLine(o.Status)
 	var progress func(queue.Position)
 	if o.Status != nil {
@@ -208,22 +211,47 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	status.clear()
 	if err != nil {
 		w.Cancel()
-		var to *queue.WaitTimeout
-		switch {
-		case got != nil:
-			h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), CauseSignalled, got.(syscall.Signal)
-			return nil, failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
-		case errors.As(err, &to):
-			h.res.Code, h.res.Cause = ExitQueue, CauseQueue
-			return nil, &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed (raise -w, or see gpu-hold queue -r %s)", err, h.ticket.Seq, o.Resource)}
-		case errors.Is(err, queue.ErrRemoved):
-			h.res.Code, h.res.Cause = ExitQueue, CauseQueue
-			return nil, failf(ExitQueue, "ticket %d was removed from the %s queue while waiting (gpu-hold cancel or an admin); not running the command", h.ticket.Seq, o.Resource)
-		}
-		return nil, &Error{Code: ExitUsage, Err: fmt.Errorf("waiting for the %s token: %w", o.Resource, err)}
+		return nil, h.waitFailed(err, signalled())
 	}
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited", time.Since(h.queued)).Msg("token taken")
+	h.granted = time.Now()
+	h.rec.open(h, h.granted)
+	err = h.reapDead(wctx, grant)
+	if sig := signalled(); err != nil || sig != nil {
+		// A signal while reaping ends the hold before its payload runs.
+		err = h.waitFailed(err, sig)
+		h.rec.close(&h.res, time.Now(), log)
+		grant.Release()
+		return nil, err
+	}
 	return grant, nil
+}
+
+// waitFailed sets the result of a wait that ended without the token (or
+// with a dead holder this hold may not end) and returns its error.
+func (h *holdRun) waitFailed(err error, got os.Signal) error {
+	o := &h.o
+	var to *queue.WaitTimeout
+	var be *blockedError
+	switch {
+	case got != nil:
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), CauseSignalled, got.(syscall.Signal)
+		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
+	case errors.As(err, &to):
+		h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed (raise -w, or see gpu-hold queue -r %s)", err, h.ticket.Seq, o.Resource)}
+	case errors.As(err, &be):
+		h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed, the command not run (root can end them: gpu-hold --dir %s reap -r %s)", err, h.ticket.Seq, o.Dir, o.Resource)}
+	case errors.Is(err, queue.ErrRemoved):
+		h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+		return failf(ExitQueue, "ticket %d was removed from the %s queue while waiting (gpu-hold cancel or an admin); not running the command", h.ticket.Seq, o.Resource)
+	}
+	var he *Error
+	if errors.As(err, &he) {
+		return err
+	}
+	return &Error{Code: ExitUsage, Err: fmt.Errorf("waiting for the %s token: %w", o.Resource, err)}
 }
 
 // hold runs the payload under the token and tears it down.

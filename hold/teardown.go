@@ -53,8 +53,12 @@ type teardown struct {
 	fate         func(id proc.Ident, f Fate, at time.Time) // may be nil
 	onKill       func(at time.Time)                        // called when the KILL pass begins; may be nil
 	group        *proc.Group                               // the payload's group (openGroup); nil: none
-	onlyUID      bool                                      // end only processes of uid (reaping a user's lineage)
-	uid          int
+	// as is the authority every signal and cgroup.kill is sent with (nil:
+	// this process's own): a dead holder's, when reaping its lineage.
+	as *proc.Authority
+	// denied holds what the kernel refused to let us signal: left out of
+	// the targets from then on, and reported (Outcome.Denied).
+	denied map[proc.Ident]proc.Stat
 	selfPID      int
 	selfPGID     int
 }
@@ -71,6 +75,9 @@ type Outcome struct {
 	// CgroupKilled: the cgroup was killed whole (cgroup.kill), which ends
 	// its members without counting them in Killed.
 	CgroupKilled bool
+	// Denied are the processes still alive that the kernel would not let
+	// the teardown's authority signal.
+	Denied []proc.Stat
 }
 
 // targets is the union to end, now: live lineage members, live members of
@@ -82,7 +89,7 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 		if st.PID == td.selfPID || st.Dead() {
 			return
 		}
-		if td.onlyUID && proc.UID(st.PID) != td.uid {
+		if _, ok := td.denied[st.Ident]; ok {
 			return
 		}
 		set[st.Ident] = st
@@ -140,7 +147,7 @@ func (td *teardown) killGroup() bool {
 	if td.group == nil {
 		return false
 	}
-	err := td.group.Signal(syscall.SIGKILL)
+	err := td.as.Do(func() error { return td.group.Signal(syscall.SIGKILL) })
 	if err != nil && err != proc.ErrGone {
 		td.log.Debug().Err(err).Int("pgid", td.pgid).Msg("cannot KILL the payload's group through its leader's pidfd; walking /proc for it")
 		return false
@@ -300,7 +307,7 @@ func (td *teardown) run() Outcome {
 						td.send(w, id, syscall.SIGKILL)
 					}
 				}
-				if err := td.cg.Kill(); err != nil {
+				if err := td.as.Do(td.cg.Kill); err != nil {
 					td.log.Warn().Err(err).Str("cgroup", td.cg.Path).Msg("cgroup.kill failed")
 				} else {
 					out.CgroupKilled = true
@@ -355,6 +362,15 @@ func (td *teardown) run() Outcome {
 	for id := range termed {
 		killed[id] = true // killed now holds every process signalled
 	}
+	for id, st := range td.denied {
+		if proc.Alive(id) {
+			// Reported as a survivor too: never a token released while it
+			// runs unreported.
+			out.Denied = append(out.Denied, st)
+			out.Survivors = append(out.Survivors, st)
+			td.note(id, tracker.FateSurvivor)
+		}
+	}
 	out.Ended = len(killed)
 	sort.Slice(out.Survivors, func(i, j int) bool { return out.Survivors[i].PID < out.Survivors[j].PID })
 	out.End = time.Now()
@@ -402,12 +418,33 @@ func (td *teardown) refresh(w *watcher, live map[proc.Ident]proc.Stat, lastWalk 
 	return live
 }
 
-// send signals id through a verified pidfd (watched when possible).
+// send signals id through a verified pidfd (watched when possible), with
+// the teardown's authority. A refusal puts id among the denied.
 func (td *teardown) send(w *watcher, id proc.Ident, sig syscall.Signal) bool {
+	var err error
 	if w != nil {
-		return w.signal(id, sig)
+		err = w.signal(id, sig, td.as)
+	} else if h, oerr := proc.Open(id); oerr != nil {
+		err = oerr
+	} else {
+		err = td.as.Signal(h, sig)
+		h.Close()
 	}
-	return proc.Signal(id, sig) == nil
+	if proc.Denied(err) {
+		td.deny(id)
+	}
+	return err == nil
+}
+
+// deny notes that the kernel refused to let the teardown signal id.
+func (td *teardown) deny(id proc.Ident) {
+	if td.denied == nil {
+		td.denied = make(map[proc.Ident]proc.Stat)
+	}
+	st, _ := proc.ReadStat(id.PID)
+	td.denied[id] = st
+	td.log.Warn().Int("pid", id.PID).Uint64("start", id.Start).Str("comm", st.Comm).Int("uid", proc.UID(id.PID)).
+		Msg("the kernel refused to let this teardown signal a lineage member: it runs as another user now")
 }
 
 // wait blocks until a member exits, the tracker reports a change, or the

@@ -81,17 +81,18 @@ func (w *watcher) watched(h *proc.Handle) bool {
 	return w.handles[h.Ident] == h
 }
 
-// signal sends sig to id through a verified pidfd; false when id is gone.
-func (w *watcher) signal(id proc.Ident, sig syscall.Signal) bool {
+// signal sends sig to id through a verified pidfd, with authority as (nil:
+// this process's own); proc.ErrGone when id is gone.
+func (w *watcher) signal(id proc.Ident, sig syscall.Signal, as *proc.Authority) error {
 	h := w.add(id)
 	if h == nil {
-		return false
+		return proc.ErrGone
 	}
-	err := h.Signal(sig)
+	err := as.Signal(h, sig)
 	if !w.watched(h) {
 		h.Close()
 	}
-	return err == nil
+	return err
 }
 
 // follow makes changed (a tracker's birth/exit notices) wake wait too,

@@ -168,6 +168,11 @@ type ReapedHold struct {
 	Ended     int          `json:"ended"`
 	Survivors []proc.Ident `json:"survivors,omitempty"`
 	Error     string       `json:"error,omitempty"`
+	// Blocked says why the lineage could not be ended with the authority
+	// the reaper may use (it was then not marked reaped); Denied are its
+	// members the kernel refused to let the reaper signal.
+	Blocked string       `json:"blocked,omitempty"`
+	Denied  []proc.Ident `json:"denied,omitempty"`
 }
 
 // ReapInfo is the section a successor appends to a dead holder's record

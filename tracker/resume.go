@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"sync"
 
+	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -22,25 +23,41 @@ const (
 // payload, and so into every descendant that keeps its environment.
 const HoldIDEnv = "GPU_HOLD_ID"
 
-// Resume returns a tracker over dead holder holdID's lineage, for teardown
-// only (Prepare and Started are not used), and where the lineage came from.
-// ids are the live identities its record names; uid is the dead holder's
-// user; sink receives what a pinned lineage still reports. A pinned tracker
-// must be unpinned (Pinner) after the teardown.
+// Claim is what a reaper believes of a dead holder's lineage. Everything
+// in it comes from the shared queue directory, so the reaper sets only
+// what it checked: PinOK when the ticket is one only root can have written
+// (only root pins), IDs only from a record the holder's own user wrote.
+type Claim struct {
+	HoldID string
+	Holder proc.Ident   // the dead holder process the ticket names
+	UID    int          // the ticket file's owner
+	PinOK  bool         // the hold's pins may be the holder's
+	IDs    []proc.Ident // live identities its record names
+}
+
+// Resume returns a tracker over the claimed lineage, for teardown only
+// (Prepare and Started are not used), and where the lineage came from.
+// sink receives what a pinned lineage still reports. A pinned tracker must
+// be unpinned (Pinner) after the teardown.
 //
-// Without a pin, the lineage is the record's identities, every process of
-// uid whose environment still carries the hold's id (a holder killed before
-// its record named its payload leaves that much), and their descendants.
-func Resume(holdID string, ids []proc.Ident, uid int, sink Sink) (Tracker, string) {
-	if holdID != "" {
-		if tr, err := OpenPinnedBPF(holdID, Options{Sink: sink, HoldID: holdID}); err == nil {
-			return tr, SourceBPFPin
+// A pin is used only when the process it names as its holder is the
+// ticket's holder: a hold id alone, which anyone can copy into a ticket,
+// never opens a live hold's lineage. Without a pin, the lineage is the
+// record's identities, every process of uid whose environment still
+// carries the hold's id (a holder killed before its record named its
+// payload leaves that much), and their descendants.
+func Resume(c Claim, sink Sink) (Tracker, string) {
+	if c.HoldID != "" && c.PinOK {
+		if h, err := bpf.PinnedHolder(c.HoldID); err == nil && h == c.Holder {
+			if tr, err := OpenPinnedBPF(c.HoldID, Options{Sink: sink, HoldID: c.HoldID}); err == nil {
+				return tr, SourceBPFPin
+			}
 		}
 	}
-	t := newStaticTracker(ids)
-	if holdID != "" {
-		t.marker = []byte(HoldIDEnv + "=" + holdID + "\x00")
-		t.uid = uid
+	t := newStaticTracker(c.IDs)
+	if c.HoldID != "" {
+		t.marker = []byte(HoldIDEnv + "=" + c.HoldID + "\x00")
+		t.uid = c.UID
 	}
 	return t, SourceRecord
 }
@@ -128,9 +145,18 @@ func (t *staticTracker) marked(pid int) bool {
 	if u := uidOf(pid); u == nil || *u != t.uid {
 		return false
 	}
+	return carries(pid, t.marker)
+}
+
+// CarriesHoldID reports whether pid's environment carries hold id's entry.
+func CarriesHoldID(pid int, holdID string) bool {
+	return carries(pid, []byte(HoldIDEnv+"="+holdID+"\x00"))
+}
+
+func carries(pid int, entry []byte) bool {
 	env, err := proc.ReadFile(pid, "environ")
 	if err != nil {
 		return false
 	}
-	return bytes.HasPrefix(env, t.marker) || bytes.Contains(env, append([]byte{0}, t.marker...))
+	return bytes.HasPrefix(env, entry) || bytes.Contains(env, append([]byte{0}, entry...))
 }

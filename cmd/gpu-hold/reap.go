@@ -13,21 +13,29 @@ import (
 
 type reapOptions struct {
 	g                   *globalOpts
+	all                 bool
 	grace, survivorWait time.Duration
 }
 
 func newCmdReap(g *globalOpts) *cobra.Command {
 	opts := &reapOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "reap [-r RES] [--dir PATH]",
+		Use:   "reap [-r RES | --all] [--dir PATH]",
 		Short: "End the lineage of a dead holder of the resource's token",
 		Long: `If the holder of the resource's token died without releasing (SIGKILL, OOM, a host agent
 restart), end every process its payload created, append the reaping to its record, and free the
 token. The next hold does the same by itself; reap does it now. Nothing happens when the holder
-is alive.`,
+is alive.
+
+A reap acts with the dead holder's own authority: run by root for a user's holder, it signals
+only what that user could have signalled. It is the path that ends a dead holder's lineage
+which its successor (another user) may not end: that successor waits, holding the token,
+and reap runs beside it. --all reaps every resource of the queue directory (the
+gpu-hold-reap timer runs it as root).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return reapRun(cmd, opts) },
 	}
+	cmd.Flags().BoolVar(&opts.all, "all", false, "reap the dead holders of every resource in the queue directory")
 	durationVarP(cmd.Flags(), &opts.grace, "grace", "g", 10*time.Second, "time between TERM and KILL")
 	durationVarP(cmd.Flags(), &opts.survivorWait, "survivor-wait", "", 30*time.Second, "how long to wait for processes that do not die on KILL")
 	return cmd
@@ -38,14 +46,18 @@ func reapRun(cmd *cobra.Command, opts *reapOptions) error {
 	if err != nil {
 		return err
 	}
-	n, err := hold.Reap(cmd.Context(), hold.ReapOptions{Dir: dir, Resource: opts.g.Resource, Grace: opts.grace, SurvivorWait: opts.survivorWait, Log: opts.g.Log})
+	n, err := hold.Reap(cmd.Context(), hold.ReapOptions{Dir: dir, Resource: opts.g.Resource, All: opts.all, Grace: opts.grace, SurvivorWait: opts.survivorWait, Log: opts.g.Log})
 	if err != nil {
 		return &exitError{code: hold.ExitUsage, err: err}
 	}
+	what := opts.g.Resource
+	if opts.all {
+		what = dir
+	}
 	if n == 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: no dead holder to reap\n", opts.g.Resource)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: no dead holder to reap\n", what)
 	} else {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: reaped %d dead holder(s)\n", opts.g.Resource, n)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: reaped %d dead holder(s)\n", what, n)
 	}
 	return nil
 }

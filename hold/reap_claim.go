@@ -1,0 +1,129 @@
+// reap_claim.go owns what a reap believes of a dead holder: a ticket, its
+// record and the cgroup they name are files other users can write, so each
+// is believed only from the writer entitled to it (the ticket's owner, and
+// root for what only root makes), and never names a target by itself: the
+// kernel, acting with the dead holder's authority, has the last word.
+package hold
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// claim is what a reap may act on for dead holder d.
+type claim struct {
+	tracker.Claim
+	pgid   int        // the payload's group, while its leader holds the number
+	root   proc.Ident // the payload's process, the group's leader
+	cgroup string     // the payload's cgroup, checked to be the holder's
+	record bool       // the record is the holder's own: the reap is appended to it
+}
+
+// believe reads d's record and cgroup as far as they can be trusted.
+func believe(d queue.Ticket, log zerolog.Logger) claim {
+	c := claim{Claim: tracker.Claim{HoldID: d.HoldID, Holder: d.Holder, UID: d.UID, PinOK: d.UID == 0}}
+	if d.Record == "" {
+		return c
+	}
+	if why := untrustedRecord(d.Record, d.UID); why != "" {
+		log.Warn().Str("record", d.Record).Msgf("not reading the dead holder's record: %s; ending its pinned lineage and marked processes only", why)
+		return c
+	}
+	rec, err := tracker.ReadRecord(d.Record)
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
+		return c
+	case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
+		log.Error().Str("record", d.Record).Msg("the dead holder's record is not its own (hold id or holder differ): ignoring it")
+		return c
+	}
+	c.record, c.IDs = true, rec.Live
+	if rec.Hold.Payload != nil {
+		// The group is ended only while its leader still holds the number
+		// (see teardown.groupIsOurs).
+		c.pgid, c.root = rec.Hold.PGID, *rec.Hold.Payload
+	}
+	if cg := rec.Hold.Cgroup; cg != "" {
+		if why := untrustedCgroup(cg, d.HoldID, d.UID); why != "" {
+			log.Error().Str("cgroup", cg).Msgf("ignoring the cgroup the dead holder's record names: %s", why)
+		} else {
+			c.cgroup = cg
+		}
+	}
+	return c
+}
+
+// untrustedRecord says why the record at path cannot be the holder's own
+// account (uid's): "" when it is a regular file of uid's, with one link,
+// that nobody else may write.
+func untrustedRecord(path string, uid int) string {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Sprintf("cannot open it without following a link (%v)", err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err.Error()
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return "it is not a regular file"
+	case int(st.Uid) != uid:
+		return fmt.Sprintf("it belongs to uid %d, not to the holder's uid %d", st.Uid, uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Sprintf("others may write it (mode %04o)", st.Mode&0o7777)
+	case st.Nlink != 1:
+		return fmt.Sprintf("it has %d links", st.Nlink)
+	}
+	return ""
+}
+
+// untrustedCgroup says why path cannot be the cgroup gpu-hold made for
+// hold id under uid: "" when it is gpu-hold-<id> inside the cgroup v2 mount
+// and a directory that uid owns (root's for a root hold: a user's ticket
+// never reaches the cgroup of a root hold, live or dead).
+func untrustedCgroup(path, id string, uid int) string {
+	mnt := CgroupMount()
+	clean := filepath.Clean(path)
+	if mnt == "" || id == "" || filepath.Base(clean) != "gpu-hold-"+id || !strings.HasPrefix(clean, filepath.Clean(mnt)+"/") {
+		return "gpu-hold did not make it for this hold"
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(clean, &st); err != nil {
+		return err.Error()
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != uid {
+		return fmt.Sprintf("it belongs to uid %d, not to the holder's uid %d", st.Uid, uid)
+	}
+	return ""
+}
+
+// evidence reports whether a process the kernel would not let the reap
+// signal is verifiably the dead holder's lineage, so that the reap must not
+// be called done: it carries the hold's id in its environment, or it is in
+// the holder's cgroup. Anything else a forged record or group named is not
+// the holder's to have ended.
+func (c *claim) evidence(st proc.Stat) bool {
+	if c.HoldID != "" && tracker.CarriesHoldID(st.PID, c.HoldID) {
+		return true
+	}
+	if c.cgroup == "" {
+		return false
+	}
+	for _, pid := range openCgroup(c.cgroup).PIDs() {
+		if pid == st.PID {
+			return true
+		}
+	}
+	return false
+}
