@@ -1,0 +1,37 @@
+// doctor_test.go owns the tests of gpu-hold doctor's report of the queue
+// directory: one line per problem, each with its fix.
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gpu-hold/gpu-hold/hold"
+)
+
+func TestDoctorQueueDirLines(t *testing.T) {
+	rep := doctorReport{QueueDir: hold.DirReport{Path: "/q", Fleet: true, Group: "gpu-hold", Problems: []hold.DirProblem{
+		{Path: "/q", Problem: "mode 0755, want 3775", Fix: "chmod 3775 /q"},
+		{Path: "/q/gpu", Problem: "owned by uid 1000", Fix: "chown root /q/gpu"},
+	}}}
+	var out bytes.Buffer
+	if err := doctorRun(&doctorOptions{Out: &out, Checks: func() doctorReport { return rep }}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"queue dir /q (shared through group gpu-hold): 2 problem(s)\n",
+		"  /q: mode 0755, want 3775; fix: chmod 3775 /q\n",
+		"  /q/gpu: owned by uid 1000; fix: chown root /q/gpu\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out.String())
+		}
+	}
+	rep.QueueDir = hold.DirReport{Path: "/home/u/.local/state/gpu-hold", Problems: []hold.DirProblem{}}
+	out.Reset()
+	doctorRun(&doctorOptions{Out: &out, Checks: func() doctorReport { return rep }})
+	if !strings.Contains(out.String(), "private (only its owner may write it): nothing to set up") {
+		t.Errorf("private dir: %s", out.String())
+	}
+}
