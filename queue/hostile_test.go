@@ -295,6 +295,39 @@ func TestTokenRemovedUnderHolderNoSecondHolder(t *testing.T) {
 	}
 }
 
+// ESCAPES T6: a payload removes its holder's ticket and the token file;
+// a waiter must not become a second holder (the holder still holds the
+// directory's lock), and gets the token once the holder releases.
+func TestTicketAndTokenRemovedUnderHolder(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	g := take(t, q, "holder")
+	os.Remove(filepath.Join(q.path, "token"))
+	os.Remove(filepath.Join(q.path, ticketName(g.Ticket().Seq)))
+	w, _ := q.Enqueue(Ticket{Label: "second"})
+	res := make(chan error, 1)
+	go func() {
+		g2, err := w.Wait(ctxT(t, 10*time.Second), nil)
+		if err == nil {
+			g2.Release()
+		}
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		t.Fatalf("second holder while the first holds: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	g.Release()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter stuck after the holder released")
+	}
+}
+
 // A FIFO planted at the token is never opened (it would block) and is
 // replaced; one planted by another user, which we may not remove, gives an
 // error that says what to do.

@@ -21,6 +21,11 @@ type tokenLock struct {
 	fd       int
 	dev, ino uint64
 	held     bool
+	// guard is the holder's own fd of the resource directory, flocked
+	// while it holds the token: a payload that removes both its ticket and
+	// the token file cannot make a waiter a second holder, since nobody
+	// can remove the directory's lock from under the holder.
+	guard int
 }
 
 func (q *dirQueue) openToken() (*tokenLock, error) {
@@ -58,8 +63,29 @@ func (q *dirQueue) tryLock(tl *tokenLock) (bool, error) {
 		unix.Flock(tl.fd, unix.LOCK_UN)
 		return false, q.reopenToken(tl)
 	}
+	if !q.lockGuard(tl) {
+		// A holder whose token file was removed still holds the directory.
+		q.warnf("guard", "%s: a holder still holds the queue although its token file was removed or replaced; waiting for it", q.path)
+		unix.Flock(tl.fd, unix.LOCK_UN)
+		return false, nil
+	}
 	tl.held = true
 	return true, nil
+}
+
+// lockGuard takes the directory's lock on an fd of tl's own (one per
+// holder, as for the token); false when another holder has it.
+func (q *dirQueue) lockGuard(tl *tokenLock) bool {
+	fd, err := unix.Openat(q.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true // no worse than before the guard: the token decides
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return !errors.Is(err, unix.EWOULDBLOCK)
+	}
+	tl.guard = fd
+	return true
 }
 
 func (q *dirQueue) reopenToken(tl *tokenLock) error {
@@ -83,6 +109,10 @@ func (tl *tokenLock) close() {
 	if tl.held {
 		unix.Flock(tl.fd, unix.LOCK_UN)
 		tl.held = false
+	}
+	if tl.guard > 0 {
+		unix.Close(tl.guard) // drops the directory's lock
+		tl.guard = 0
 	}
 	unix.Close(tl.fd)
 	tl.fd = -1
