@@ -129,3 +129,31 @@ func fdInfo(fd int, path string) (Info, error) {
 	}
 	return infoOf(path, &st), nil
 }
+
+// CreateOrTruncate is the shell's > without its hazards: it creates name
+// (mode set exactly) or, when name is this process's own regular file with
+// one link, truncates it. A symlink, FIFO, device, another uid's file or a
+// hard-linked one is an error that says what it is, and is left as it was.
+func (d *Dir) CreateOrTruncate(name string, mode uint32) (*os.File, Info, error) {
+	f, st, err := d.Create(name, unix.O_WRONLY, mode)
+	var ee *ExistsError
+	if !errors.As(err, &ee) {
+		return f, st, err
+	}
+	if !ee.Info.IsRegular() {
+		return nil, ee.Info, &NotRegularError{Info: ee.Info, Want: "a regular file"}
+	}
+	f, st, err = d.Open(name, unix.O_WRONLY)
+	if err != nil {
+		return nil, st, err
+	}
+	if euid := os.Geteuid(); int(st.UID) != euid {
+		f.Close()
+		return nil, st, fmt.Errorf("%s exists and belongs to uid %d, not to uid %d: never truncated; remove it or choose another name", st.Path, st.UID, euid)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, st, fmt.Errorf("truncating %s: %w", st.Path, err)
+	}
+	return f, st, nil
+}

@@ -267,3 +267,72 @@ func TestDeviceNeedsRoot(t *testing.T) {
 		t.Fatalf("device: %v %v", st.Kind(), err)
 	}
 }
+
+// CreateOrTruncate rewrites only our own single-link regular file.
+func TestCreateOrTruncate(t *testing.T) {
+	d, victim := planted(t)
+	f, _, err := d.CreateOrTruncate("out", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("first")
+	f.Close()
+	f, _, err = d.CreateOrTruncate("out", 0o644)
+	if err != nil {
+		t.Fatalf("our own file: %v", err)
+	}
+	f.Close()
+	if b, _ := os.ReadFile(d.Join("out")); len(b) != 0 {
+		t.Fatalf("our own file was not truncated: %q", b)
+	}
+	for name, kind := range map[string]string{"symlink": "a symlink", "dangling": "a symlink", "fifo": "a FIFO", "hardlink": "hard link"} {
+		within(t, "CreateOrTruncate "+name, func() {
+			_, _, err := d.CreateOrTruncate(name, 0o644)
+			says(t, err, d.Join(name), kind)
+		})
+	}
+	if os.Geteuid() == 0 {
+		os.WriteFile(d.Join("theirs"), []byte("theirs"), 0o666)
+		os.Chown(d.Join("theirs"), 4242, 4242)
+		_, _, err := d.CreateOrTruncate("theirs", 0o644)
+		says(t, err, "belongs to uid 4242", "never truncated")
+		if b, _ := os.ReadFile(d.Join("theirs")); string(b) != "theirs" {
+			t.Fatal("another user's file was truncated")
+		}
+	}
+	kept(t, d, victim)
+}
+
+// A user's path is followed through root's and the caller's own symlinks,
+// never through another user's.
+func TestOpenUserDir(t *testing.T) {
+	base := t.TempDir()
+	target := t.TempDir()
+	os.Symlink(target, filepath.Join(base, "mine"))
+	d, err := OpenUserDir(filepath.Join(base, "mine"), 0)
+	if err != nil {
+		t.Fatalf("our own symlink: %v", err)
+	}
+	d.Close()
+	d, err = OpenUserDir(filepath.Join(base, "made", "deeper"), 0o755)
+	if err != nil {
+		t.Fatalf("making missing components: %v", err)
+	}
+	d.Close()
+	if _, err := OpenUserDir(filepath.Join(base, "missing"), 0); !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("a missing dir with no mkdir: %v", err)
+	}
+	testenv.NeedRoot(t, "a symlink owned by another uid")
+	theirs := filepath.Join(base, "theirs")
+	os.Symlink(target, theirs)
+	if err := os.Lchown(theirs, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{theirs, filepath.Join(theirs, "sub")} {
+		_, err := OpenUserDir(p, 0o755)
+		says(t, err, theirs, "a symlink owned by uid 4242", "never followed")
+	}
+	if es, _ := os.ReadDir(target); len(es) != 0 {
+		t.Fatal("a directory was made through another user's symlink")
+	}
+}
