@@ -197,3 +197,22 @@ func TestCreateRecordOverDevice(t *testing.T) {
 		wantErr(t, err, "CreateRecord over a device node", dev, "device")
 	})
 }
+
+// --dump under a directory symlink another user planted: never followed,
+// nothing made in its target.
+func TestCreateRecordUnderPlantedDirLink(t *testing.T) {
+	testenv.NeedRoot(t, "a symlink owned by another uid (lchown)")
+	target := t.TempDir()
+	link := filepath.Join(t.TempDir(), "dumps")
+	os.Symlink(target, link)
+	if err := os.Lchown(link, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(link, "d.jsonl"), filepath.Join(link, "sub", "d.jsonl")} {
+		_, err := CreateRecord(p, testHold())
+		wantErr(t, err, "CreateRecord under a planted dir symlink", link, "symlink owned by uid 4242", "never followed")
+	}
+	if es, _ := os.ReadDir(target); len(es) != 0 {
+		t.Fatal("something was made in the planted symlink's target")
+	}
+}

@@ -75,18 +75,16 @@ const recordMode = 0o644
 var geteuid = os.Geteuid
 
 // CreateRecord creates the record at path, a path the caller chose
-// (--dump): its directory is opened as given (and made when missing, as
-// the caller's own); the file is created O_EXCL|O_NOFOLLOW, so whatever is
-// there already (a file, a symlink, a FIFO) is an error that says what it
-// is, and nothing is followed or truncated.
+// (--dump): its directory is opened component by component, following a
+// symlink on the way only when root or this uid owns it (never one another
+// user planted), and made when missing; the file is created
+// O_EXCL|O_NOFOLLOW, so whatever is there already (a file, a symlink, a
+// FIFO) is an error that says what it is, and nothing is followed or
+// truncated.
 func CreateRecord(path string, h HoldInfo) (*RecordWriter, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create the directory of record %s: %v; check its permissions or write the record elsewhere (--dump)", path, err)
-	}
-	d, err := safefs.OpenDir(dir)
+	d, err := safefs.OpenUserDir(filepath.Dir(path), 0o755)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the directory of record %s: %v; check its permissions or write the record elsewhere (--dump)", path, err)
+		return nil, fmt.Errorf("cannot open the directory of record %s: %v; write the record elsewhere (--dump)", path, err)
 	}
 	defer d.Close()
 	return CreateRecordAt(d, filepath.Base(path), h)
@@ -207,7 +205,9 @@ func AppendRecord(path string) (*RecordWriter, error) {
 
 // openForAppend opens the record at path for AppendRecord's checks.
 func openForAppend(path string) (*os.File, error) {
-	d, err := safefs.OpenDir(filepath.Dir(path))
+	// The path is a ticket's: a symlink another user planted on the way is
+	// never followed.
+	d, err := safefs.OpenUserDir(filepath.Dir(path), 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open record %s to append the reap: %w", path, err)
 	}
