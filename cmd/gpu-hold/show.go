@@ -1,6 +1,7 @@
 // show.go owns `gpu-hold show RECORD`: read a hold's lineage record and
 // render it as a tree (like pstree), the assembled JSON document, or a
-// Chrome/Perfetto timeline.
+// Chrome/Perfetto timeline. The record is read, and -o FILE written,
+// without following a symlink or opening a special file (safefs).
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/safefs"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -95,7 +97,7 @@ func showRun(opts *showOptions) error {
 	out, toFile := opts.Out, opts.Output != "" && opts.Output != "-"
 	var f *os.File
 	if toFile {
-		if f, err = os.Create(opts.Output); err != nil {
+		if f, err = createOutput(opts.Output); err != nil {
 			return &exitError{code: hold.ExitUsage, err: fmt.Errorf("cannot write %s: %v", opts.Output, err)}
 		}
 		defer f.Close()
@@ -125,6 +127,19 @@ func showRun(opts *showOptions) error {
 		fmt.Fprintf(opts.ErrOut, "gpu-hold: wrote %s: open it in https://ui.perfetto.dev\n", opts.Output)
 	}
 	return nil
+}
+
+// createOutput creates -o FILE, or truncates it when it is the caller's own
+// regular file: a symlink, FIFO or another user's file planted at the name
+// or on the way (in /tmp, say) is never followed, opened or truncated.
+func createOutput(path string) (*os.File, error) {
+	d, err := safefs.OpenUserDir(filepath.Dir(path), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	f, _, err := d.CreateOrTruncate(filepath.Base(path), 0o644)
+	return f, err
 }
 
 // resolve finds the record: a file, else a hold id in the resource's
