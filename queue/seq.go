@@ -118,11 +118,18 @@ func (q *dirQueue) newTicket(t Ticket) (entry, int, error) {
 	if err != nil {
 		return entry{}, -1, err
 	}
-	seq := q.readCounter(ctr)
+	counter, believed := q.readCounter(ctr)
+	seq := counter
 	for _, n := range names {
 		if s, rest, ok := parseSeq(n, ticketPrefix); ok && rest == "" {
 			seq = max(seq, s)
 		}
+	}
+	if writable && believed && seq > counter {
+		// Only a counter rewritten by someone goes below a ticket present.
+		var st unix.Stat_t
+		unix.Fstat(ctr, &st)
+		q.warnf(fmt.Sprintf("seqback@%d:%d", st.Ino, counter), "ticket counter %s/%s (uid %d) says %d, below ticket %d present: someone rewrote it; numbering continues from the highest ticket present", q.path, seqName, st.Uid, counter, seq)
 	}
 	for range 1000 {
 		seq++
@@ -188,21 +195,21 @@ func (q *dirQueue) lockCounter() (fd int, writable bool, err error) {
 	}
 }
 
-// readCounter reads the counter; garbage is reported once and read as 0
-// (the highest ticket present still keeps numbers increasing).
-func (q *dirQueue) readCounter(fd int) uint64 {
+// readCounter reads the counter; garbage is reported once and read as 0,
+// not believed (the highest ticket present still keeps numbers increasing).
+func (q *dirQueue) readCounter(fd int) (uint64, bool) {
 	var buf [seqDigits + 1]byte
 	n, _ := unix.Pread(fd, buf[:], 0)
 	s := strings.TrimSpace(string(buf[:max(n, 0)]))
 	if s == "" {
-		return 0
+		return 0, false
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v != 0 && !plausibleSeq(v) {
 		var st unix.Stat_t
 		unix.Fstat(fd, &st)
 		q.warnf(fmt.Sprintf("seqval@%d:%s", st.Ino, s), "ticket counter %s/%s holds garbage (%.20q); numbering continues from the highest ticket present", q.path, seqName, s)
-		return 0
+		return 0, false
 	}
-	return v
+	return v, true
 }
