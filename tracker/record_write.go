@@ -143,7 +143,7 @@ func CreateRecordAt(dir *safefs.Dir, name string, h HoldInfo) (*RecordWriter, er
 		if errors.As(err, &ee) {
 			return nil, fmt.Errorf("record %v; each hold needs its own record", err)
 		}
-		return nil, fmt.Errorf("cannot create record %s as uid %d: %v; check the directory's permissions or write the record elsewhere (--dump)", path, geteuid(), err)
+		return nil, createErr(dir, path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -159,6 +159,20 @@ func CreateRecordAt(dir *safefs.Dir, name string, h HoldInfo) (*RecordWriter, er
 		return nil, w.err
 	}
 	return w, nil
+}
+
+// createErr says why a record could not be created in dir, and the fix.
+func createErr(dir *safefs.Dir, path string, err error) error {
+	st, serr := dir.Stat()
+	if serr != nil || !errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("cannot create record %s as uid %d: %v; check the directory's permissions or write the record elsewhere (--dump)", path, geteuid(), err)
+	}
+	group := groupName(int(st.GID))
+	if parent, err := dir.Lstat(".."); err == nil {
+		group = groupName(int(parent.GID)) // the queue's group, which setgid hands down
+	}
+	return fmt.Errorf("cannot create record %s: %s (uid %d's, group %s, mode %04o) does not let uid %d create files (%v): an admin can run chgrp %s %s && chmod %o %s, or write the record elsewhere (--dump)",
+		path, dir.Path(), st.UID, groupName(int(st.GID)), st.Perm(), geteuid(), err, group, dir.Path(), RecordsDirMode, dir.Path())
 }
 
 // AppendRecord opens a dead holder's record to append a reap section. It
