@@ -80,7 +80,7 @@ func sharedDir(t *testing.T) string {
 	if err := os.Chown(dir, 0, sharedGID); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o3775); err != nil {
+	if err := unix.Chmod(dir, 0o3775); err != nil { // os.Chmod drops 0o3000
 		t.Fatal(err)
 	}
 	return dir

@@ -99,7 +99,8 @@ func RecordMetrics(dir, resource string, m HoldMetrics) error {
 	if dir == "" {
 		return nil
 	}
-	d, err := safefs.OpenDir(dir)
+	// Symlinks on the way are followed only when root's or ours.
+	d, err := safefs.OpenUserDir(dir, 0)
 	if err != nil {
 		return fmt.Errorf("metrics dir %s: %v: create it or fix --metrics-dir", dir, err)
 	}

@@ -87,6 +87,11 @@ func TestMetricsTwoUsers(t *testing.T) {
 	if out, err := asOther(t, "metrics", "METRICS_DIR="+dir); err != nil {
 		t.Fatalf("uid %d's hold cannot write the metrics root's hold started: %v\n%s", otherUID, err, out)
 	}
+	// The dir is sticky: root's files could only be rewritten in place.
+	var st unix.Stat_t
+	if err := unix.Lstat(MetricsFile(dir, "gpu"), &st); err != nil || st.Uid != 0 {
+		t.Fatalf("the .prom after uid %d's hold: %v, owner %d; want root's file rewritten in place", otherUID, err, st.Uid)
+	}
 	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
 		t.Fatal(err)
 	}

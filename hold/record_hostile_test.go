@@ -78,7 +78,7 @@ func init() {
 func TestRecordsDirTwoUsers(t *testing.T) {
 	dir := sharedDir(t)
 	h := testRun(dir, "h1", zerolog.Nop())
-	os.Chmod(filepath.Join(dir, "gpu"), 0o3775)
+	unix.Chmod(filepath.Join(dir, "gpu"), 0o3775)
 	h.rec.open(h, h.queued)
 	h.rec.close(&h.res, h.queued, h.o.Log)
 	if out, err := asOther(t, "record", "QUEUE_DIR="+dir); err != nil {
@@ -87,5 +87,29 @@ func TestRecordsDirTwoUsers(t *testing.T) {
 	var st unix.Stat_t
 	if err := unix.Lstat(filepath.Join(dir, "gpu", "records", "h2.jsonl"), &st); err != nil || st.Uid != otherUID {
 		t.Fatalf("uid %d's record: %v, owner %d", otherUID, err, st.Uid)
+	}
+}
+
+func init() {
+	helpers["record-log"] = func(t *testing.T) {
+		h := testRun(os.Getenv("QUEUE_DIR"), "h3", zerolog.New(os.Stdout))
+		h.rec.open(h, h.queued)
+		h.rec.close(&h.res, h.queued, h.o.Log)
+	}
+}
+
+// A records dir an older gpu-hold made 0755 as root: another uid's hold
+// runs without a record and its warning says how to fix the dir.
+func TestRecordsDirLegacyModeNamesTheFix(t *testing.T) {
+	dir := sharedDir(t)
+	os.MkdirAll(filepath.Join(dir, "gpu", "records"), 0o755)
+	unix.Chmod(filepath.Join(dir, "gpu"), 0o3775)
+	os.Chmod(filepath.Join(dir, "gpu", "records"), 0o755)
+	out, err := asOther(t, "record-log", "QUEUE_DIR="+dir)
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "chmod 3775 "+filepath.Join(dir, "gpu", "records")) {
+		t.Fatalf("the warning does not say how to fix the records dir:\n%s", out)
 	}
 }
