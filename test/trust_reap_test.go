@@ -1,0 +1,471 @@
+// trust_reap_test.go owns issue 16's multi-user holds: contention of three uids on one fleet dir, and reaps across uids (rule 5).
+package test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/queue"
+)
+
+// sigwhoSrc: sigwho LOG PIDFILE catches TERM, INT and HUP with SA_SIGINFO,
+// appends "sig=N uid=U pid=P" (the sender's real uid and pid, as the kernel
+// fills them in) to LOG, and keeps running until KILLed: a TERM-ignoring
+// member that tells whose authority the signal came with. Once its handlers
+// are installed it writes its pid to PIDFILE (by a rename).
+const sigwhoSrc = `#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int logfd;
+
+static void on(int sig, siginfo_t *si, void *uc) {
+	char b[128];
+	int n = snprintf(b, sizeof b, "sig=%d uid=%d pid=%d\n", sig, (int)si->si_uid, (int)si->si_pid);
+	(void)uc;
+	if (n > 0)
+		write(logfd, b, n);
+}
+
+int main(int argc, char **argv) {
+	struct sigaction sa;
+	char tmp[4096];
+	FILE *f;
+	if (argc != 3)
+		return 2;
+	logfd = open(argv[1], O_WRONLY | O_CREAT | O_APPEND, 0644);
+	if (logfd < 0)
+		return 1;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigaction(SIGTERM, &sa, 0);
+	sigaction(SIGINT, &sa, 0);
+	sigaction(SIGHUP, &sa, 0);
+	snprintf(tmp, sizeof tmp, "%s.tmp", argv[2]);
+	if (!(f = fopen(tmp, "w")))
+		return 1;
+	fprintf(f, "%d\n", getpid());
+	fclose(f);
+	rename(tmp, argv[2]);
+	for (;;)
+		pause();
+}
+`
+
+// sigwho builds sigwho into a directory every test uid can execute from.
+func sigwho(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		testenv.Need(t, "no C compiler (cc) to build the test program sigwho: %v", err)
+	}
+	d := openDir(t)
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, prog := filepath.Join(d, "sigwho.c"), filepath.Join(d, "sigwho")
+	if err := os.WriteFile(src, []byte(sigwhoSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O", "-o", prog, src).CombinedOutput(); err != nil {
+		t.Fatalf("building sigwho: %v\n%s", err, out)
+	}
+	return prog
+}
+
+// Children a dead holder's payload leaves running (each puts its pid in $GH_T/c).
+const plainChild = `bash -c 'trap "" TERM; put c $$; exec sleep 300' &`
+
+func sigwhoChild(prog string) string {
+	return fmt.Sprintf(`%q "$GH_T/sig.log" "$GH_T/c" &`, prog)
+}
+
+// fleetDead is a holder SIGKILLed on a fleet while its payload runs.
+type fleetDead struct {
+	mark  string
+	pid   int    // the gpu-hold process (gone)
+	seq   uint64 // its ticket
+	uid   int
+	child proc.Ident // its TERM-ignoring child, alive
+	d     string     // its scratch dir ($GH_T)
+}
+
+// killedHolder runs a hold of rg on resource res of f whose payload starts
+// child (one of the *Child shapes) and waits; it SIGKILLs the hold once the
+// child runs and checks the shape: holder gone, child alive, ticket known.
+func killedHolder(t *testing.T, rg rig, f *fleet, res, child string) *fleetDead {
+	t.Helper()
+	prepRes(t, f, res) // root makes <dir>/<res>/, as a fleet's admin or first root hold does
+	a := &fleetDead{mark: newMark(t), d: openDir(t), uid: 0}
+	if rg.Cred != nil {
+		a.uid = int(rg.Cred.Uid)
+	}
+	payload := script(t, a.d, "dead.sh", child+"\nawait c\nput ready 1\nwait\n")
+	h := rg.start(t, f.Dir, a.mark, a.d, "-r", res, "-l", "dead-"+rg.Name, "-g", "1s", "--survivor-wait", "1s", "--", payload[0], payload[1])
+	pid := readPid(t, filepath.Join(a.d, "c"), 10*time.Second)
+	waitFile(t, filepath.Join(a.d, "ready"), 5*time.Second)
+	a.child = stat(t, pid).Ident
+	h.Signal(syscall.SIGKILL)
+	r := h.Wait(10 * time.Second)
+	if r.Code != 128+9 {
+		t.Fatalf("test shape: holder of uid %d exited %d after SIGKILL, want 137\nstderr:\n%s", a.uid, r.Code, r.Stderr)
+	}
+	a.pid = h.Cmd.Process.Pid
+	lines := logLines(r.Stderr)
+	if i := findLog(lines, "token taken"); i >= 0 {
+		v, _ := lines[i].num("ticket")
+		a.seq = uint64(v)
+	}
+	if a.seq == 0 {
+		t.Fatalf("test shape: the holder logged no \"token taken\" with its ticket:\n%s", r.Stderr)
+	}
+	if !zombie(a.pid) {
+		t.Fatalf("test shape: the SIGKILLed holder (pid %d) is still alive", a.pid)
+	}
+	if !proc.Alive(a.child) {
+		t.Fatalf("test shape: the dead holder's TERM-ignoring child (pid %d) is not alive", a.child.PID)
+	}
+	if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, a.seq) {
+		t.Fatalf("test shape: gpu-hold queue --json does not list the SIGKILLed holder (ticket %d) as dead: %+v", a.seq, st)
+	}
+	return a
+}
+
+func hasTicket(ts []queue.Ticket, seq uint64) bool {
+	for _, tk := range ts {
+		if tk.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// blockedLine finds the one line a successor that cannot end a dead holder
+// of uid logs: its message names that uid (uid 0: "uid 0" or "root") and
+// `gpu-hold reap`.
+func blockedLine(stderr string, uid int) (string, bool) {
+	for _, l := range logLines(stderr) {
+		m := l.msg()
+		if !strings.Contains(m, "gpu-hold reap") {
+			continue
+		}
+		if uid == 0 && (strings.Contains(m, "uid 0") || strings.Contains(m, "root")) ||
+			uid != 0 && strings.Contains(m, strconv.Itoa(uid)) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// requireBlocked checks rule 5 on successor s of dead holder a: within a few
+// seconds s says whose lineage is alive and that `gpu-hold reap` ends it,
+// and for a while after it has neither started its payload (ran) nor marked
+// a reaped, and it keeps waiting; a's child is alive throughout.
+func requireBlocked(t *testing.T, f *fleet, res string, s *started, a *fleetDead, ran string) {
+	t.Helper()
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		if exists(ran) {
+			t.Fatalf("the successor started its payload while the dead holder's (uid %d) TERM-ignoring child was alive=%v; it must not start before that lineage is ended\nstderr:\n%s",
+				a.uid, proc.Alive(a.child), s.Stderr())
+		}
+		if zombie(s.Cmd.Process.Pid) {
+			t.Fatalf("the successor exited instead of waiting for the dead holder's (uid %d) lineage to be ended\nstderr:\n%s", a.uid, s.Stderr())
+		}
+		if _, ok := blockedLine(s.Stderr(), a.uid); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the successor logged no line naming the dead holder's uid %d and `gpu-hold reap` within 8s\nstderr:\n%s", a.uid, s.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // it keeps waiting, and stays blocked
+	if exists(ran) || findLog(logLines(s.Stderr()), "payload started") >= 0 {
+		t.Fatalf("the successor started its payload after saying it cannot end the dead holder's lineage\nstderr:\n%s", s.Stderr())
+	}
+	if zombie(s.Cmd.Process.Pid) {
+		t.Fatalf("the successor exited instead of waiting\nstderr:\n%s", s.Stderr())
+	}
+	if !proc.Alive(a.child) {
+		t.Fatalf("test shape: the dead holder's child (pid %d) died while nobody entitled reaped it", a.child.PID)
+	}
+	if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, a.seq) {
+		t.Fatalf("the successor marked the dead holder (ticket %d, uid %d) reaped though its child is alive: queue --json lists it no more as dead: %+v", a.seq, a.uid, st)
+	}
+}
+
+// rootReap runs `gpu-hold reap -r res` as root (again, for up to 10s, while
+// done() is false: a reap may find the waiter between two steps) and
+// returns the last result.
+func rootReap(t *testing.T, f *fleet, res string, done func() bool) result {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := ghRun(t, "--dir", f.Dir, "-r", res, "--log-format", "json", "reap", "-g", "1s", "--survivor-wait", "1s")
+		for i := 0; i < 20 && !done(); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if done() || time.Now().After(deadline) {
+			return r
+		}
+	}
+}
+
+var sigLine = regexp.MustCompile(`^sig=(\d+) uid=(\d+) pid=(-?\d+)$`)
+
+// requireSignalledAs checks the signals sigwho logged in d: at least one
+// (TERM comes before KILL), every one sent with real uid uid.
+func requireSignalledAs(t *testing.T, d string, uid int, who string) {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(d, "sig.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(b) == 0 {
+		t.Errorf("%s sent the dead holder's TERM-ignoring child no catchable signal (no TERM before KILL)", who)
+		return
+	}
+	for _, l := range lines {
+		m := sigLine.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("sigwho log line %q does not parse", l)
+			continue
+		}
+		if u, _ := strconv.Atoi(m[2]); u != uid {
+			t.Errorf("%s signalled the dead holder's child (signal %s from pid %s) with real uid %d; a reap must act with the dead holder's authority, uid %d",
+				who, m[1], m[3], u, uid)
+		}
+	}
+}
+
+// Rule 5 and rule 1 across uids (ESCAPES E10 under T5): a SIGKILLed holder
+// of each uid, its TERM-ignoring child alive, and a successor of another
+// uid.
+//
+// Catches: a successor that cannot signal the dead holder's lineage (EPERM)
+// yet marks it reaped and starts its payload beside it (today's main); one
+// that blocks without saying who can end it; one whose -w is not a bound
+// while blocked; `gpu-hold reap` by root that does not end a lineage a
+// waiter is blocked on, or a waiter that does not notice and start; a root
+// reaper that signals a user's lineage as root (a seteuid-only reaper still
+// reaches root's processes) instead of with that user's uid.
+func TestFleetReapAcrossUsers(t *testing.T) {
+	f := newFleet(t, "proc")
+	prog := sigwho(t)
+	t.Parallel()
+
+	// (a) A's holder dies; B cannot end A's lineage: B blocks; root's
+	// `gpu-hold reap` ends it as uid A; then B's payload runs.
+	t.Run("A-dead-B-successor-root-reap", func(t *testing.T) {
+		t.Parallel()
+		res := "xa"
+		a := killedHolder(t, f.A, f, res, sigwhoChild(prog))
+		markB, d := newMark(t), openDir(t)
+		ran := filepath.Join(d, "ran")
+		b := f.B.start(t, f.Dir, markB, d, "-r", res, "-l", "b", "-w", "30s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`)
+		requireBlocked(t, f, res, b, a, ran)
+		r := rootReap(t, f, res, func() bool { return !proc.Alive(a.child) })
+		if proc.Alive(a.child) {
+			t.Fatalf("root's gpu-hold reap -r %s did not end the dead holder's child (exit %d)\nstdout:\n%s\nstderr:\n%s", res, r.Code, r.Stdout, r.Stderr)
+		}
+		waitFile(t, ran, 10*time.Second)
+		requireEnd(t, b.Wait(20*time.Second), 0, false)
+		requireSignalledAs(t, a.d, uidA, "root's gpu-hold reap")
+		if st := qStatus(t, f.Dir, res); hasTicket(st.Dead, a.seq) {
+			t.Errorf("after root's reap the queue still lists A's ticket %d as dead", a.seq)
+		}
+		requireNoneLeft(t, a.mark)
+		requireNoneLeft(t, markB)
+	})
+
+	// (b) root's holder dies; A cannot end it: A blocks; root's reap ends it.
+	t.Run("root-dead-A-successor-root-reap", func(t *testing.T) {
+		t.Parallel()
+		res := "xb"
+		a := killedHolder(t, f.Root, f, res, plainChild)
+		markA, d := newMark(t), openDir(t)
+		ran := filepath.Join(d, "ran")
+		s := f.A.start(t, f.Dir, markA, d, "-r", res, "-l", "a", "-w", "30s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`)
+		requireBlocked(t, f, res, s, a, ran)
+		r := rootReap(t, f, res, func() bool { return !proc.Alive(a.child) })
+		if proc.Alive(a.child) {
+			t.Fatalf("root's gpu-hold reap -r %s did not end the dead root holder's child (exit %d)\nstdout:\n%s\nstderr:\n%s", res, r.Code, r.Stdout, r.Stderr)
+		}
+		waitFile(t, ran, 10*time.Second)
+		requireEnd(t, s.Wait(20*time.Second), 0, false)
+		requireNoneLeft(t, a.mark)
+		requireNoneLeft(t, markA)
+	})
+
+	// (c) A's holder dies; a root successor ends A's lineage itself (no
+	// block), before its payload, signalling with uid A's authority.
+	t.Run("A-dead-root-successor", func(t *testing.T) {
+		t.Parallel()
+		res := "xc"
+		a := killedHolder(t, f.A, f, res, sigwhoChild(prog))
+		markR, d := newMark(t), openDir(t)
+		r := f.Root.start(t, f.Dir, markR, d, "-r", res, "-l", "r", "-w", "20s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", script(t, d, "scan.sh", e10Scan(a.mark))[1]).Wait(30 * time.Second)
+		requireEnd(t, r, 0, false)
+		requireAliveScan(t, d)
+		requireSignalledAs(t, a.d, uidA, "the root successor")
+		requireNoneLeft(t, a.mark)
+		requireNoneLeft(t, markR)
+	})
+
+	// (d) -w bounds the blocked wait: B gives up with 75, A still dead.
+	t.Run("A-dead-B-successor-wait-bound", func(t *testing.T) {
+		t.Parallel()
+		res := "xd"
+		a := killedHolder(t, f.A, f, res, plainChild)
+		markB, d := newMark(t), openDir(t)
+		ran := filepath.Join(d, "ran")
+		r := f.B.start(t, f.Dir, markB, d, "-r", res, "-l", "b", "-w", "3s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`).Wait(15 * time.Second)
+		if r.Code != 75 || exists(ran) {
+			t.Errorf("B's successor with -w 3s exited %d after %v (payload ran: %v); want 75 without running, the dead holder's (uid %d) child alive=%v\nstderr:\n%s",
+				r.Code, r.Elapsed.Round(time.Millisecond), exists(ran), uidA, proc.Alive(a.child), r.Stderr)
+		}
+		if _, ok := blockedLine(r.Stderr, uidA); !ok {
+			t.Errorf("B's successor logged no line naming uid %d and `gpu-hold reap`\nstderr:\n%s", uidA, r.Stderr)
+		}
+		if !proc.Alive(a.child) {
+			t.Errorf("test shape: A's child died though nobody entitled reaped it")
+		}
+		if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, a.seq) {
+			t.Errorf("after B gave up, queue --json no longer lists A's ticket %d as dead (B marked it reaped?): %+v", a.seq, st)
+		}
+		requireNoneLeft(t, markB)
+	})
+}
+
+// Many users on one fleet dir (issue 16 rule 6; ESCAPES T2's metrics):
+// root, A, B and root again queue on one resource in that order, gated by
+// the first. Each payload logs its enter and leave instants.
+//
+// Catches: FIFO broken across uids; two payloads inside at once; a second
+// user's hold that runs without a record (records/ made 0755 by the first
+// hold's umask) or writes it somewhere else; a record not owned by its
+// hold's uid; metrics that only the first user writes (a lock file made
+// 0644), so the counters do not add up across users.
+func TestFleetContention(t *testing.T) {
+	f := newFleet(t, "proc")
+	t.Parallel()
+	res := "fleet"
+	prepRes(t, f, res)
+	metrics := filepath.Join(openDir(t), "metrics")
+	if err := os.Mkdir(metrics, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(metrics, 0, fleetGID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(metrics, 0o775|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	// The payloads' log: in a dir that is not sticky, so every uid may
+	// append to the one file (fs.protected_regular).
+	logDir := filepath.Join(openDir(t), "log")
+	if err := os.Mkdir(logDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(logDir, 0o777)
+	log := filepath.Join(logDir, "inside.log")
+	if err := os.WriteFile(log, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(log, 0o666)
+	gofile := filepath.Join(logDir, "go")
+
+	type member struct {
+		label string
+		rg    rig
+		uid   int
+		s     *started
+	}
+	members := []*member{{label: "r1", rg: f.Root, uid: 0}, {label: "a1", rg: f.A, uid: uidA}, {label: "b1", rg: f.B, uid: uidB}, {label: "r2", rg: f.Root, uid: 0}}
+	for i, m := range members {
+		gate := ""
+		if i == 0 {
+			gate = gofile
+		}
+		m.s = m.rg.start(t, f.Dir, newMark(t), "", append([]string{"-r", res, "-l", m.label, "-w", "30s", "-g", "1s", "--survivor-wait", "1s", "--metrics-dir", metrics, "--"},
+			qPayload(log, m.label, gate)...)...)
+		if i == 0 {
+			qWaitFor(t, f.Dir, res, "r1 holding", qHeldBy("r1"))
+		} else {
+			want := i
+			qWaitFor(t, f.Dir, res, fmt.Sprintf("%d waiters", want), func(st queue.Status) bool { return len(st.Waiters) == want })
+		}
+	}
+	if err := os.WriteFile(gofile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		r := m.s.Wait(30 * time.Second)
+		requireEnd(t, r, 0, false)
+		rec := ""
+		for _, l := range logLines(r.Stderr) {
+			if l.msg() == "hold ended" {
+				rec = l.str("record")
+			}
+		}
+		want := filepath.Join(f.Dir, res, "records")
+		var st syscall.Stat_t
+		switch {
+		case rec == "":
+			t.Errorf("%s (uid %d): \"hold ended\" names no record", m.label, m.uid)
+		case filepath.Dir(rec) != want:
+			t.Errorf("%s (uid %d): record %s is not in %s", m.label, m.uid, rec, want)
+		case syscall.Lstat(rec, &st) != nil:
+			t.Errorf("%s (uid %d): its record %s does not exist; the hold ran without one\nstderr:\n%s", m.label, m.uid, rec, r.Stderr)
+		case st.Mode&syscall.S_IFMT != syscall.S_IFREG || int(st.Uid) != m.uid:
+			t.Errorf("%s (uid %d): its record %s is mode %o of uid %d, want a regular file of uid %d", m.label, m.uid, rec, st.Mode, st.Uid, m.uid)
+		}
+		for _, l := range logLines(r.Stderr) {
+			if strings.Contains(strings.ToLower(l.msg()), "metrics") && l.str("level") != "debug" && l.str("level") != "info" {
+				t.Errorf("%s (uid %d) could not write its metrics: %s %v", m.label, m.uid, l.msg(), l["error"])
+			}
+		}
+	}
+	// FIFO and exclusion.
+	spans, order := qReadLog(t, log)
+	if got := strings.Join(order, " "); got != "r1 a1 b1 r2" {
+		t.Errorf("payloads entered in order %q, want \"r1 a1 b1 r2\" (the order the tickets were taken)", got)
+	}
+	for i := 1; i < len(order); i++ {
+		prev, cur := spans[order[i-1]], spans[order[i]]
+		if prev.leave == 0 || cur.enter < prev.leave {
+			t.Errorf("%s entered before %s left: two payloads inside at once", cur.label, prev.label)
+		}
+	}
+	if len(order) != len(members) {
+		t.Errorf("%d payloads ran, want %d: %v", len(order), len(members), order)
+	}
+	// The counters add up across users.
+	b, err := os.ReadFile(filepath.Join(metrics, "gpu_hold_"+res+".prom"))
+	if err != nil {
+		t.Fatalf("no metrics file: %v", err)
+	}
+	for _, name := range []string{"gpu_hold_holds_total", "gpu_hold_holds_granted_total"} {
+		re := regexp.MustCompile(`(?m)^` + name + `\{resource="` + res + `"\} (\S+)$`)
+		m := re.FindStringSubmatch(string(b))
+		got := "(absent)"
+		if m != nil {
+			got = m[1]
+		}
+		if got != strconv.Itoa(len(members)) {
+			t.Errorf("metrics: %s = %s, want %d (one per hold: root's, A's and B's)\n%s", name, got, len(members), b)
+		}
+	}
+}
