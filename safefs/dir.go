@@ -119,7 +119,7 @@ func (d *Dir) Chmod(mode uint32) error {
 	return nil
 }
 
-// Chown sets the directory's group.
+// Chgrp sets the directory's group.
 func (d *Dir) Chgrp(gid int) error {
 	if err := unix.Fchown(d.fd, -1, gid); err != nil {
 		return &os.PathError{Op: "chgrp", Path: d.path, Err: err}

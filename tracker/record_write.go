@@ -105,10 +105,22 @@ func OpenRecordsDir(resourceDir string, gid int) (*safefs.Dir, error) {
 	if err != nil {
 		return nil, recordsDirErr(res.Join("records"), gid, err)
 	}
-	if st, err := d.Stat(); err == nil && !created && int(st.UID) == geteuid() && st.Perm() != RecordsDirMode {
-		d.Chmod(RecordsDirMode) // best effort: a dir that still works is used as it is
+	if st, err := d.Stat(); err == nil && !created && int(st.UID) == geteuid() {
+		mendRecordsDir(d, st, gid)
 	}
 	return d, nil
+}
+
+// mendRecordsDir gives a records dir of ours that an older gpu-hold made
+// (0755 by the umask, the creator's group) the group and mode a new one
+// gets. Best effort: a dir that still works is used as it is.
+func mendRecordsDir(d *safefs.Dir, st safefs.Info, gid int) {
+	if gid >= 0 && int(st.GID) != gid {
+		d.Chgrp(gid)
+	}
+	if st.Perm() != RecordsDirMode || (gid >= 0 && int(st.GID) != gid) {
+		d.Chmod(RecordsDirMode) // after chgrp, which may clear setgid
+	}
 }
 
 // recordsDirErr says what is wrong with a records dir and what to do.
