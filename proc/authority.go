@@ -38,7 +38,7 @@ func As(uid int) (*Authority, error) {
 	}
 	a := &Authority{UID: uid, work: make(chan func())}
 	errc := make(chan error, 1)
-	go a.serve(errc)
+	go a.serve(errc, nil)
 	if err := <-errc; err != nil {
 		return nil, err
 	}
@@ -47,9 +47,23 @@ func As(uid int) (*Authority, error) {
 
 // serve drops the thread's credentials, then runs actions until Close. The
 // thread is never unlocked: Go must not hand a thread with another user's
-// credentials to other goroutines, so it exits with this one.
-func (a *Authority) serve(errc chan<- error) {
+// credentials to other goroutines, so it exits with this one. It is never
+// the main thread, whose credentials are the process's for /proc and for
+// kill(2): the user would own the reaper (and Go cannot end that thread).
+// locked (may be nil) is closed once the thread is locked.
+func (a *Authority) serve(errc chan<- error, locked chan<- struct{}) {
 	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// While this goroutine holds the main thread, no other can get it.
+		elsewhere := make(chan struct{})
+		go a.serve(errc, elsewhere)
+		<-elsewhere
+		runtime.UnlockOSThread()
+		return
+	}
+	if locked != nil {
+		close(locked)
+	}
 	if err := dropThreadTo(a.UID); err != nil {
 		errc <- fmt.Errorf("cannot take on the authority of uid %d: %v", a.UID, err)
 		return

@@ -85,3 +85,21 @@ func TestAuthorityOwnAndRefused(t *testing.T) {
 		t.Errorf("a non-root process took on root's authority")
 	}
 }
+
+// TestAuthorityNeverTheMainThread: the process's own credentials, which
+// /proc and kill(2) show, are its main thread's; an authority thread must
+// never be that one, however often authorities come and go.
+func TestAuthorityNeverTheMainThread(t *testing.T) {
+	testenv.NeedRoot(t, "taking on another uid's authority")
+	for range 200 {
+		a, err := As(authUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Do(func() error { return nil })
+		a.Close()
+	}
+	if !OwnIDs(os.Getpid()) {
+		t.Fatalf("the process's own ids changed: /proc/self/status shows another user's (an authority ran on the main thread)")
+	}
+}
