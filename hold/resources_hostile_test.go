@@ -15,6 +15,14 @@ import (
 // switchOff is a resources.json that would turn off the gpu's device check.
 const switchOff = `{"gpu": {"devices": []}}`
 
+// notMe is a uid other than ours.
+func notMe() int {
+	if os.Geteuid() == otherUID {
+		return otherUID + 1
+	}
+	return otherUID
+}
+
 func gpuDefaults(t *testing.T, res map[string]Resource, what string) {
 	t.Helper()
 	if got := res["gpu"].Devices; !reflect.DeepEqual(got, DefaultResources()["gpu"].Devices) {
@@ -40,7 +48,7 @@ func TestResourcesUntrustedFiles(t *testing.T) {
 		},
 		"another user's": func(t *testing.T, path string) {
 			os.WriteFile(path, []byte(switchOff), 0o644)
-			if err := os.Chown(path, otherUID, otherUID); err != nil {
+			if err := os.Chown(path, notMe(), notMe()); err != nil {
 				t.Skipf("chown needs root here: %v", err)
 			}
 		},
@@ -48,7 +56,7 @@ func TestResourcesUntrustedFiles(t *testing.T) {
 		"hard link to another user's file": func(t *testing.T, path string) {
 			real := filepath.Join(filepath.Dir(path), "theirs.json")
 			os.WriteFile(real, []byte(switchOff), 0o644)
-			if err := os.Chown(real, otherUID, otherUID); err != nil {
+			if err := os.Chown(real, notMe(), notMe()); err != nil {
 				t.Skipf("chown needs root here: %v", err)
 			}
 			os.Link(real, path)

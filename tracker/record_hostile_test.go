@@ -5,6 +5,7 @@
 package tracker
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,6 +65,9 @@ func deadRecord(t *testing.T, path string) []byte {
 	return b
 }
 
+// ownUID is how an error names a file this test made.
+func ownUID() string { return fmt.Sprintf("uid %d", os.Geteuid()) }
+
 func wantErr(t *testing.T, err error, what string, subs ...string) {
 	t.Helper()
 	if err == nil {
@@ -98,7 +102,7 @@ func TestReadRecordRefusesSpecialFiles(t *testing.T) {
 	for _, c := range []struct{ path, kind string }{{link, "symlink"}, {fifo, "FIFO"}} {
 		within(t, "ReadRecord of a "+c.kind, func() {
 			_, err := ReadRecord(c.path)
-			wantErr(t, err, "ReadRecord of a "+c.kind, c.path, c.kind, "uid 0")
+			wantErr(t, err, "ReadRecord of a "+c.kind, c.path, c.kind, ownUID())
 		})
 	}
 }
@@ -180,7 +184,7 @@ func TestCreateRecordExistingPath(t *testing.T) {
 			if err == nil {
 				w.Close()
 			}
-			wantErr(t, err, "CreateRecord over a "+c.kind, c.path, c.kind, "uid 0")
+			wantErr(t, err, "CreateRecord over a "+c.kind, c.path, c.kind, ownUID())
 		})
 	}
 	unchanged(t, outside, []byte("keep"))
