@@ -36,6 +36,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Every user may run it: the multi-user tests run holds as test uids.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	bin = filepath.Join(dir, "gpu-hold")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/gpu-hold")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

@@ -40,23 +40,15 @@ func userCred(uid int) *syscall.Credential {
 
 // newFleet makes a fleet directory as an admin would (install -d -m 3775
 // -o root -g GROUP) and the rigs that run holds in it as root, uidA and
-// uidB, each from a copy of the binary they can all execute. be selects
+// uidB, each from the binary they can all execute. be selects
 // the backend flags of the root rig (the users fall back to procfs).
 func newFleet(t *testing.T, be string) *fleet {
 	t.Helper()
 	testenv.NeedRoot(t, "running holds as several real uids")
-	binDir := openDir(t)
-	if err := os.Chmod(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	userBin := filepath.Join(binDir, "gpu-hold")
-	if err := os.WriteFile(userBin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// The harness builds the binary into a directory every user may
+	// enter (no copy: one written while other tests fork can fail to exec
+	// with ETXTBSY).
+	userBin := bin
 	f := &fleet{Dir: fleetDir(t), Scratch: openDir(t)}
 	f.Root = rigFor(be)
 	f.Root.Bin = userBin
