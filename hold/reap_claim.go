@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/safefs"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -33,16 +34,16 @@ func believe(d queue.Ticket, log zerolog.Logger) claim {
 	if d.Record == "" {
 		return c
 	}
-	if why := untrustedRecord(d.Record, d.UID); why != "" {
-		log.Warn().Str("record", d.Record).Msgf("not reading the dead holder's record: %s; ending its pinned lineage and marked processes only", why)
-		return c
-	}
 	rec, err := tracker.ReadRecord(d.Record)
-	switch {
-	case err != nil:
+	if err != nil {
 		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
 		return c
-	case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
+	}
+	if why := untrustedRecord(rec.File, d.UID); why != "" {
+		log.Warn().Str("record", d.Record).Msgf("not believing the dead holder's record: %s; ending its pinned lineage and marked processes only", why)
+		return c
+	}
+	if rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder {
 		log.Error().Str("record", d.Record).Msg("the dead holder's record is not its own (hold id or holder differ): ignoring it")
 		return c
 	}
@@ -62,28 +63,17 @@ func believe(d queue.Ticket, log zerolog.Logger) claim {
 	return c
 }
 
-// untrustedRecord says why the record at path cannot be the holder's own
-// account (uid's): "" when it is a regular file of uid's, with one link,
-// that nobody else may write.
-func untrustedRecord(path string, uid int) string {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Sprintf("cannot open it without following a link (%v)", err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err.Error()
-	}
+// untrustedRecord says why the record file f cannot be the holder's own
+// account (uid's): "" when it is uid's, with one link, and nobody else may
+// write it. (ReadRecord opened it as a regular file, following no link.)
+func untrustedRecord(f safefs.Info, uid int) string {
 	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return "it is not a regular file"
-	case int(st.Uid) != uid:
-		return fmt.Sprintf("it belongs to uid %d, not to the holder's uid %d", st.Uid, uid)
-	case st.Mode&0o022 != 0:
-		return fmt.Sprintf("others may write it (mode %04o)", st.Mode&0o7777)
-	case st.Nlink != 1:
-		return fmt.Sprintf("it has %d links", st.Nlink)
+	case int(f.UID) != uid:
+		return fmt.Sprintf("it belongs to uid %d, not to the holder's uid %d", f.UID, uid)
+	case f.WritableByOthers():
+		return fmt.Sprintf("others may write it (mode %04o)", f.Perm())
+	case f.Nlink != 1:
+		return fmt.Sprintf("it has %d links", f.Nlink)
 	}
 	return ""
 }
