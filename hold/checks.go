@@ -16,7 +16,7 @@ func devicePatterns(o *Options) ([]string, error) {
 	if len(o.Devices) > 0 {
 		return CheckDeviceFlags(o.Devices)
 	}
-	res, err := LoadResources(o.Dir)
+	res, err := LoadResourcesWarn(o.Dir, func(m string) { o.Log.Warn().Msg(m) })
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ func accessHint(dir string) string {
 // configured, by default or in resources.json, or one with a directory
 // there), else an error that lists the known ones.
 func KnownResource(dir, name string) error {
-	res, err := LoadResources(dir)
+	res, err := LoadResourcesWarn(dir, func(string) {}) // names only: holds report the file
 	if err != nil {
 		res = DefaultResources() // still list what is known; holds report the file
 	}

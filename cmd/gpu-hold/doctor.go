@@ -244,7 +244,8 @@ func cgroupV2() (string, error) {
 // doctorResources lists the resources configured for queue dir dir (the
 // defaults when there is none), their nodes here and who holds them.
 func doctorResources(dir string) []doctorResource {
-	res, err := hold.LoadResources(dir)
+	var warned []doctorResource
+	res, err := hold.LoadResourcesWarn(dir, func(m string) { warned = append(warned, doctorResource{Name: "(config)", Error: m}) })
 	if err != nil {
 		return []doctorResource{{Name: "(config)", Error: err.Error()}}
 	}
@@ -253,7 +254,7 @@ func doctorResources(dir string) []doctorResource {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var out []doctorResource
+	out := warned // an untrusted resources.json: the defaults below
 	for _, name := range names {
 		r := doctorResource{Name: name}
 		patterns := hold.DevicePatterns(res[name], nil)
