@@ -24,12 +24,13 @@ import (
 // holderAlive reports whether a holder the queue found dead (its lock is
 // gone) is alive all the same. A holder whose lock went with its last
 // thread's files may still be finishing its exit: its main thread shows as
-// a zombie while the other threads end. It is given up to dyingWait to
+// a zombie while the other threads end, or it is still closing its files
+// (the token's before its ticket's). It is given up to dyingWait to
 // finish (its pidfd turns readable when the last thread is gone) before its
 // ticket is taken for a lie.
 func holderAlive(id proc.Ident) bool {
 	st, ok := proc.LiveStat(id)
-	if !ok || st.State != 'Z' {
+	if !ok || st.State != 'Z' && !st.Exiting() {
 		return ok
 	}
 	h, err := proc.Open(id)

@@ -33,6 +33,8 @@ type Stat struct {
 	PGID  int
 	SID   int
 	Comm  string
+	// Flags are the kernel's task flags (field 9): see Exiting.
+	Flags uint32
 	// Threads is the process's thread count (field 20). A process whose
 	// main thread has exited shows that thread's state, Z, while the
 	// others still run: it counts the live ones besides the main one.
@@ -49,6 +51,14 @@ type Stat struct {
 // (it looks like a zombie, and it is alive: it can fork, hold devices and
 // ignore TERM).
 func (s Stat) Dead() bool { return (s.State == 'Z' || s.State == 'X') && s.Threads <= 1 }
+
+// pfExiting is the kernel's PF_EXITING task flag.
+const pfExiting = 0x4
+
+// Exiting reports whether the process has begun to exit (SIGKILLed, say)
+// without being a zombie yet: it may still hold its files, and so its
+// flocks, for a moment.
+func (s Stat) Exiting() bool { return s.Flags&pfExiting != 0 }
 
 // ErrGone means the process no longer exists (or its pid names another process).
 var ErrGone = errors.New("process is gone")
@@ -84,8 +94,8 @@ func parseStat(pid int, s string) (Stat, error) {
 	st := Stat{Comm: s[open+1 : close], Status: -1}
 	st.PID = pid
 	rest := s[close+2:]
-	// Fields after comm start at field 3 (state); we need 3,4,5,6, 20 and
-	// 22, and for a zombie 52.
+	// Fields after comm start at field 3 (state); we need 3,4,5,6, 9, 20
+	// and 22, and for a zombie 52.
 	var field int = 3
 	last := 22
 	for field <= last && len(rest) > 0 {
@@ -110,6 +120,9 @@ func parseStat(pid int, s string) (Stat, error) {
 			st.PGID, _ = strconv.Atoi(tok)
 		case 6:
 			st.SID, _ = strconv.Atoi(tok)
+		case 9:
+			f, _ := strconv.ParseUint(tok, 10, 32)
+			st.Flags = uint32(f)
 		case 20:
 			st.Threads, _ = strconv.Atoi(tok)
 		case 22:

@@ -91,7 +91,7 @@ func (g *grant) Unreaped() ([]Ticket, error) {
 		return nil, err
 	}
 	still := map[uint64]entry{}
-	for _, e := range snap.dead() {
+	for _, e := range snap.deadWhileHeld(g.e.Seq) {
 		still[e.Seq] = e
 	}
 	g.mu.Lock()
@@ -180,7 +180,7 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 		tok.close()
 		return nil, fmt.Errorf("%w: %s holds the token of %s (its token file was replaced)", ErrNotDead, h.Describe(), q.path)
 	}
-	dead := snap.dead()
+	dead := snap.deadWhileHeld(0)
 	q.cleanup(snap)
 	// A ticket, granted from birth, so waiters see who holds the token and
 	// wake when it is released.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -326,6 +327,47 @@ func TestTicketAndTokenRemovedUnderHolder(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter stuck after the holder released")
 	}
+}
+
+// ESCAPES T1 "a granted time": a ticket that says it was granted, kept
+// locked by its forger's live process, is no holder: its process holds
+// neither the token nor the directory, so a waiter still takes the token.
+func TestForgedGrantedTicketIsNoHolder(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	st, err := proc.ReadStat(sleeper.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: st.Ident, Label: "forged", Created: time.Now(), Granted: time.Now()})
+	path := filepath.Join(q.path, ticketName(1))
+	if err := os.WriteFile(path, forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path) // its forger keeps it locked: a live ticket
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := q.Status(); st.Holder != nil {
+		t.Errorf("queue shows the forged ticket as the holder: %+v", st.Holder)
+	}
+	w, err := q.Enqueue(Ticket{Label: "waiter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := w.Wait(ctxT(t, 3*time.Second), nil)
+	if err != nil {
+		t.Fatalf("a forged granted ticket kept the waiter from a free token: %v", err)
+	}
+	g.Release()
 }
 
 // A FIFO planted at the token is never opened (it would block) and is

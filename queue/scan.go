@@ -296,9 +296,11 @@ func (s *snapshot) position(q *dirQueue, seq uint64) (ahead []entry, holder *ent
 	return ahead, s.holder(q)
 }
 
-// holder is the live ticket that took the token. Only the token's holder
-// marks its ticket granted; when several claim it (a forged one), the one
-// whose process holds the token lock in /proc/locks wins.
+// holder is the live ticket that took the token: its process holds the
+// token's lock or the directory's (the guard). A live ticket that says it
+// was granted but whose process holds neither (a user's forged one) is
+// nobody: believed, it would keep every waiter from the token for as long
+// as its forger keeps the ticket locked.
 func (s *snapshot) holder(q *dirQueue) *entry {
 	var hs []*entry
 	for i := range s.tickets {
@@ -306,19 +308,16 @@ func (s *snapshot) holder(q *dirQueue) *entry {
 			hs = append(hs, e)
 		}
 	}
-	if len(hs) > 1 {
-		if pid := q.tokenLockPID(); pid > 0 {
-			for _, e := range hs {
-				if e.Holder.PID == pid {
-					return e
-				}
-			}
-		}
-	}
 	if len(hs) == 0 {
 		return nil
 	}
-	return hs[0]
+	pids := q.lockHolders()
+	for _, e := range hs {
+		if pids[e.Holder.PID] {
+			return e
+		}
+	}
+	return nil
 }
 
 // dead lists the holders that died without releasing and are not reaped.
@@ -329,6 +328,31 @@ func (s *snapshot) dead() []entry {
 			out = append(out, e)
 		}
 	}
+	return out
+}
+
+// dying lists the granted tickets but seq me's that are still locked by a
+// holder that has begun to exit. A SIGKILLed holder closes its token
+// before its granted ticket, so the successor that took the token can find
+// that ticket still locked for a moment: it is a dead holder all the same.
+// Only the token's holder may ask.
+func (s *snapshot) dying(me uint64) []entry {
+	var out []entry
+	for _, e := range s.tickets {
+		if e.live && e.granted() && e.Seq != me && !s.reaped(&e) {
+			if st, err := proc.ReadStat(e.Holder.PID); err == nil && st.Start == e.Holder.Start && (st.Exiting() || st.Dead()) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// deadWhileHeld is what the token's holder (seq me) is handed: the dead
+// holders and the dying ones, by seq.
+func (s *snapshot) deadWhileHeld(me uint64) []entry {
+	out := append(s.dead(), s.dying(me)...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out
 }
 

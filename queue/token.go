@@ -129,24 +129,66 @@ func (q *dirQueue) tokenLockPID() int {
 	return lockPID(st.Dev, st.Ino)
 }
 
+// lockHolders returns the processes that hold the token's flock or the
+// directory's (the guard), from /proc/locks.
+func (q *dirQueue) lockHolders() map[int]bool {
+	var files []lockKey
+	var st unix.Stat_t
+	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		files = append(files, keyOf(st.Dev, st.Ino))
+	}
+	if unix.Fstat(q.fd, &st) == nil {
+		files = append(files, keyOf(st.Dev, st.Ino))
+	}
+	pids := map[int]bool{}
+	eachLock(func(key lockKey, pid int) bool {
+		for _, f := range files {
+			if key == f {
+				pids[pid] = true
+			}
+		}
+		return true
+	})
+	return pids
+}
+
+// lockKey names a file as /proc/locks does: major:minor:inode.
+type lockKey string
+
+func keyOf(dev, ino uint64) lockKey {
+	return lockKey(fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino))
+}
+
 func lockPID(dev, ino uint64) int {
+	want, found := keyOf(dev, ino), 0
+	eachLock(func(key lockKey, pid int) bool {
+		if key == want {
+			found = pid
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// eachLock calls fn with every flock held (not requested) in /proc/locks
+// until fn returns false.
+func eachLock(fn func(key lockKey, pid int) bool) {
 	f, err := os.Open("/proc/locks")
 	if err != nil {
-		return 0
+		return
 	}
 	defer f.Close()
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// 1: FLOCK  ADVISORY  WRITE 8229 fe:00:9978007 0 EOF
 		// Blocked requests ("1: -> FLOCK ...") are not holders.
 		fs := strings.Fields(sc.Text())
-		if len(fs) < 6 || fs[1] != "FLOCK" || fs[5] != want {
+		if len(fs) < 6 || fs[1] != "FLOCK" {
 			continue
 		}
-		if pid, err := strconv.Atoi(fs[4]); err == nil && pid > 0 {
-			return pid
+		if pid, err := strconv.Atoi(fs[4]); err == nil && pid > 0 && !fn(lockKey(fs[5]), pid) {
+			return
 		}
 	}
-	return 0
 }

@@ -261,7 +261,7 @@ func (w *waiter) grant(tok *tokenLock) (Grant, error) {
 		w.Cancel()
 		return nil, err
 	}
-	dead := snap.dead()
+	dead := snap.deadWhileHeld(w.e.Seq)
 	w.q.cleanup(snap)
 	t := w.e.Ticket
 	t.Granted = time.Now()

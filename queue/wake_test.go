@@ -152,7 +152,16 @@ func TestScanForSeesATicketBehindTakeTheToken(t *testing.T) {
 		t.Fatalf("holder %+v before anyone took the token", h)
 	}
 
-	// b's ticket is replaced by a granted one, as a grant publishes it.
+	// b's ticket is replaced by a granted one, as a grant publishes it:
+	// with the token taken first.
+	tok, err := q.openToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.close()
+	if got, err := q.tryLock(tok); !got || err != nil {
+		t.Fatalf("taking the token: %v %v", got, err)
+	}
 	tk := b.e.Ticket
 	tk.Granted = time.Now()
 	js, _ := json.Marshal(tk)
