@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/safefs"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -249,7 +250,7 @@ func (c *dirCheck) lstat(path string, kind uint32) (st unix.Stat_t, exists, ok b
 		return st, false, false
 	}
 	if st.Mode&unix.S_IFMT != kind {
-		c.add(path, "rm "+path, "is %s (planted?): gpu-hold never follows or opens it", fileKind(st.Mode))
+		c.add(path, "rm "+path, "is %s (planted?): gpu-hold never follows or opens it", safefs.Kind(st.Mode))
 		return st, true, false
 	}
 	return st, true, true
@@ -329,20 +330,3 @@ func (c *dirCheck) resourcesFile(path string) {
 
 // recordsDir is the records/ dir of resource dir res.
 func recordsDir(res string) string { return filepath.Dir(tracker.RecordPath(res, "x")) }
-
-// fileKind names a file's type for messages.
-func fileKind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		return "a symlink"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device node"
-	case unix.S_IFSOCK:
-		return "a socket"
-	}
-	return "a regular file"
-}

@@ -8,59 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
-
-// within runs fn and fails the test when it takes longer than 5 s (a FIFO
-// opened without O_NONBLOCK blocks for ever).
-func within(t *testing.T, what string, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s blocked for 5 s (a FIFO opened without O_NONBLOCK?)", what)
-	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := unix.Mkfifo(path, 0o666); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// mknull makes a character device node like /dev/null at path (root only).
-func mknull(t *testing.T, path string) {
-	t.Helper()
-	testenv.NeedRoot(t, "making a device node (mknod)")
-	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func wantErr(t *testing.T, err error, what string, subs ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: no error", what)
-	}
-	for _, s := range subs {
-		if !strings.Contains(err.Error(), s) {
-			t.Fatalf("%s: error %q does not say %q", what, err, s)
-		}
-	}
-}
 
 // Another user of a shared directory, as the tests make it: a uid and a
 // group no account on the host uses.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 )
 
 func TestMetricsPlantedFiles(t *testing.T) {
@@ -23,9 +25,9 @@ func TestMetricsPlantedFiles(t *testing.T) {
 			dir := t.TempDir()
 			target := filepath.Join(t.TempDir(), "nowhere")
 			os.Symlink(target, filepath.Join(dir, name))
-			within(t, "RecordMetrics", func() {
+			plant.Within(t, "RecordMetrics", func() {
 				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
-				wantErr(t, err, "RecordMetrics with a symlinked "+what, name, "symlink")
+				plant.Says(t, err, "RecordMetrics with a symlinked "+what, name, "symlink")
 			})
 			if _, err := os.Lstat(target); err == nil {
 				t.Fatal("the symlink's target was created")
@@ -33,18 +35,18 @@ func TestMetricsPlantedFiles(t *testing.T) {
 		})
 		t.Run(what+" fifo", func(t *testing.T) {
 			dir := t.TempDir()
-			mkfifo(t, filepath.Join(dir, name))
-			within(t, "RecordMetrics", func() {
+			plant.FIFO(t, filepath.Join(dir, name))
+			plant.Within(t, "RecordMetrics", func() {
 				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
-				wantErr(t, err, "RecordMetrics with a FIFO "+what, name, "FIFO")
+				plant.Says(t, err, "RecordMetrics with a FIFO "+what, name, "FIFO")
 			})
 		})
 		t.Run(what+" device", func(t *testing.T) {
 			dir := t.TempDir()
-			mknull(t, filepath.Join(dir, name))
-			within(t, "RecordMetrics", func() {
+			plant.Device(t, filepath.Join(dir, name))
+			plant.Within(t, "RecordMetrics", func() {
 				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
-				wantErr(t, err, "RecordMetrics with a device "+what, name, "device")
+				plant.Says(t, err, "RecordMetrics with a device "+what, name, "device")
 			})
 		})
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 )
 
 // testRun is a hold on resource gpu in dir, as far as its record goes.
@@ -31,7 +33,7 @@ func TestRecordsDirSymlinkNeverFollowed(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(dir, "gpu", "records")); err != nil {
 		t.Fatal(err)
 	}
-	within(t, "recorder.open", func() { h.rec.open(h, h.queued) })
+	plant.Within(t, "recorder.open", func() { h.rec.open(h, h.queued) })
 	if h.rec.p.Load() != nil {
 		h.rec.close(&h.res, h.queued, h.o.Log)
 		t.Error("a record was written through the symlinked records dir")

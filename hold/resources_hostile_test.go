@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 )
 
 // switchOff is a resources.json that would turn off the gpu's device check.
@@ -32,7 +34,7 @@ func gpuDefaults(t *testing.T, res map[string]Resource, what string) {
 
 func TestResourcesUntrustedFiles(t *testing.T) {
 	cases := map[string]func(t *testing.T, path string){
-		"fifo": func(t *testing.T, path string) { mkfifo(t, path) },
+		"fifo": func(t *testing.T, path string) { plant.FIFO(t, path) },
 		"symlink": func(t *testing.T, path string) {
 			real := filepath.Join(t.TempDir(), "real.json")
 			os.WriteFile(real, []byte(switchOff), 0o644)
@@ -52,7 +54,7 @@ func TestResourcesUntrustedFiles(t *testing.T) {
 				t.Skipf("chown needs root here: %v", err)
 			}
 		},
-		"device": func(t *testing.T, path string) { mknull(t, path) },
+		"device": func(t *testing.T, path string) { plant.Device(t, path) },
 		"hard link to another user's file": func(t *testing.T, path string) {
 			real := filepath.Join(filepath.Dir(path), "theirs.json")
 			os.WriteFile(real, []byte(switchOff), 0o644)
@@ -62,11 +64,11 @@ func TestResourcesUntrustedFiles(t *testing.T) {
 			os.Link(real, path)
 		},
 	}
-	for name, plant := range cases {
+	for name, planter := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			plant(t, filepath.Join(dir, ResourcesFile))
-			within(t, "LoadResources", func() {
+			planter(t, filepath.Join(dir, ResourcesFile))
+			plant.Within(t, "LoadResources", func() {
 				res, err := LoadResources(dir)
 				if err != nil {
 					t.Fatalf("an untrusted resources.json is a warning, not an error: %v", err)

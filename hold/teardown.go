@@ -58,9 +58,9 @@ type teardown struct {
 	as *proc.Authority
 	// denied holds what the kernel refused to let us signal: left out of
 	// the targets from then on, and reported (Outcome.Denied).
-	denied map[proc.Ident]proc.Stat
-	selfPID      int
-	selfPGID     int
+	denied   map[proc.Ident]proc.Stat
+	selfPID  int
+	selfPGID int
 }
 
 // Outcome is what a teardown did.

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // DirOptions tune the directory backend.
@@ -178,7 +180,7 @@ func openResourceDir(base int, bst unix.Stat_t, path string, noCreate bool) (int
 		case noCreate && errors.Is(err, unix.ENOENT):
 			return -1, fmt.Errorf("%w: %s does not exist", ErrNoResource, path)
 		case statErr == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return -1, fmt.Errorf("%s is %s, not a directory; gpu-hold never follows it: remove it (rm %s) and retry", path, kind(st.Mode), path)
+			return -1, fmt.Errorf("%s is %s, not a directory; gpu-hold never follows it: remove it (rm %s) and retry", path, safefs.Kind(st.Mode), path)
 		case errors.Is(err, unix.EACCES) && statErr == nil && sharedBase(bst.Mode) && st.Mode&0o7777 == 0o700 && try < 100:
 			// Another hold has just made it and is giving it its group and
 			// mode (mkResourceDir, share): a moment's wait.

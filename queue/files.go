@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 const (
@@ -34,25 +36,7 @@ type notRegular struct {
 }
 
 func (e *notRegular) Error() string {
-	return fmt.Sprintf("%s is %s, not a regular file; gpu-hold never follows or opens it: remove it (rm %s)", e.path, kind(e.mode), e.path)
-}
-
-func kind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		return "a symlink"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device node"
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFREG:
-		return "a regular file"
-	}
-	return "not a regular file"
+	return fmt.Sprintf("%s is %s, not a regular file; gpu-hold never follows or opens it: remove it (rm %s)", e.path, safefs.Kind(e.mode), e.path)
 }
 
 // errChanged: the name was replaced between the check and the open.
@@ -123,7 +107,7 @@ func (q *dirQueue) openShared(name string, flags int, mode uint32) (int, unix.St
 			// A symlink, FIFO, socket or device here (planted?) was never
 			// opened by any gpu-hold, so nobody holds it: removing it (which
 			// never follows a symlink) is safe.
-			k := kind(st.Mode)
+			k := safefs.Kind(st.Mode)
 			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "%s is %s of uid %d (planted?); gpu-hold never follows or opens it; removing it", path, k, st.Uid)
 			if uerr := unix.Unlinkat(q.fd, name, 0); uerr != nil && !errors.Is(uerr, unix.ENOENT) {
 				return -1, st, fmt.Errorf("%s is %s of uid %d (planted?); gpu-hold never follows or opens it and cannot remove it (%v): ask its owner or an admin to rm %s", path, k, st.Uid, uerr, path)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 const (
@@ -162,7 +163,7 @@ func (q *dirQueue) scanFor(me uint64) (*snapshot, error) {
 		default:
 			s.skipped = append(s.skipped, name)
 			unix.Fstatat(q.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (%s of uid %d): not a gpu-hold file; remove it if nobody needs it", q.path, name, kind(st.Mode), st.Uid)
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (%s of uid %d): not a gpu-hold file; remove it if nobody needs it", q.path, name, safefs.Kind(st.Mode), st.Uid)
 		}
 	}
 	sort.Slice(s.tickets, func(i, j int) bool { return s.tickets[i].Seq < s.tickets[j].Seq })
@@ -223,7 +224,7 @@ func (q *dirQueue) readTicket(name string, seq uint64) (entry, bool) {
 		}
 		var nr *notRegular
 		if errors.As(err, &nr) {
-			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s: it is %s of uid %d, not a ticket (never followed); remove it", path, kind(st.Mode), st.Uid)
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s: it is %s of uid %d, not a ticket (never followed); remove it", path, safefs.Kind(st.Mode), st.Uid)
 		} else {
 			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring ticket %s: cannot open it as uid %d (%v); its owner (uid %d) or an admin should remove it", path, q.euid, err, st.Uid)
 		}
@@ -267,7 +268,7 @@ func (q *dirQueue) readMarker(name string, seq uint64) (markerFile, bool) {
 	fd, st, err := q.openRegular(name, unix.O_RDONLY)
 	if err != nil {
 		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, errChanged) {
-			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (%s of uid %d): not a valid reaped marker; remove it", q.path, name, kind(st.Mode), st.Uid)
+			q.warnf(fmt.Sprintf("%s@%d", name, st.Ino), "ignoring %s/%s (%s of uid %d): not a valid reaped marker; remove it", q.path, name, safefs.Kind(st.Mode), st.Uid)
 		}
 		return markerFile{}, false
 	}

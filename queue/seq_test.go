@@ -12,12 +12,12 @@ import (
 
 func TestPoisonedNamesAndCounter(t *testing.T) {
 	plants := map[string]string{
-		"max-digits":    "t.99999999999999999999",
-		"max-uint64":    "t.18446744073709551615",
-		"max-uint64-1":  "t.18446744073709551614",
-		"below-1e19":    "t.09999999999999999999",
-		"suffix":        "t.09999999999999999999.x",
-		"suffix-small":  "t.00000000000000000007x",
+		"max-digits":   "t.99999999999999999999",
+		"max-uint64":   "t.18446744073709551615",
+		"max-uint64-1": "t.18446744073709551614",
+		"below-1e19":   "t.09999999999999999999",
+		"suffix":       "t.09999999999999999999.x",
+		"suffix-small": "t.00000000000000000007x",
 	}
 	counters := map[string]string{
 		"counter-max":     "09999999999999999999\n",

@@ -9,30 +9,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
-
-// within fails the test when fn takes longer than 5 s (a FIFO opened
-// without O_NONBLOCK blocks for ever).
-func within(t *testing.T, what string, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s blocked for 5 s", what)
-	}
-}
 
 // planted makes a directory holding one of each hostile file, and a
 // victim file outside it that they point at.
@@ -73,18 +56,6 @@ func kept(t *testing.T, d *Dir, victim string) {
 	}
 }
 
-func says(t *testing.T, err error, subs ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want one saying %q", subs)
-	}
-	for _, s := range subs {
-		if !strings.Contains(err.Error(), s) {
-			t.Fatalf("error %q does not say %q", err, s)
-		}
-	}
-}
-
 var special = map[string]string{"symlink": "a symlink", "dangling": "a symlink", "fifo": "a FIFO", "device": "a device node", "subdir": "a directory"}
 
 func TestOpenRefusesSpecialFiles(t *testing.T) {
@@ -94,7 +65,7 @@ func TestOpenRefusesSpecialFiles(t *testing.T) {
 			continue
 		}
 		for _, flags := range []int{unix.O_RDONLY, unix.O_RDWR | unix.O_APPEND, unix.O_WRONLY | unix.O_TRUNC} {
-			within(t, "Open "+name, func() {
+			plant.Within(t, "Open "+name, func() {
 				f, _, err := d.Open(name, flags)
 				if err == nil {
 					f.Close()
@@ -103,7 +74,7 @@ func TestOpenRefusesSpecialFiles(t *testing.T) {
 				if !errors.As(err, &nr) {
 					t.Fatalf("Open %s: %v, want a *NotRegularError", name, err)
 				}
-				says(t, err, d.Join(name), kind, "owned by uid ")
+				plant.Says(t, err, "the error", d.Join(name), kind, "owned by uid ")
 			})
 		}
 	}
@@ -128,7 +99,7 @@ func TestOpenHardLink(t *testing.T) {
 		if !errors.As(err, &le) {
 			t.Fatalf("writing a hard link (flags %#x): %v, want a *LinkedError", flags, err)
 		}
-		says(t, err, "hard link", "2 links")
+		plant.Says(t, err, "the error", "hard link", "2 links")
 	}
 	kept(t, d, victim)
 }
@@ -139,7 +110,7 @@ func TestCreateNeverFollowsOrTruncates(t *testing.T) {
 		if name == "device" && os.Geteuid() != 0 {
 			continue
 		}
-		within(t, "Create "+name, func() {
+		plant.Within(t, "Create "+name, func() {
 			f, _, err := d.Create(name, unix.O_WRONLY|unix.O_TRUNC, 0o644)
 			if err == nil {
 				f.Close()
@@ -148,7 +119,7 @@ func TestCreateNeverFollowsOrTruncates(t *testing.T) {
 			if !errors.As(err, &ee) {
 				t.Fatalf("Create over %s: %v, want an *ExistsError", name, err)
 			}
-			says(t, err, d.Join(name), "already exists", "uid ")
+			plant.Says(t, err, "the error", d.Join(name), "already exists", "uid ")
 		})
 	}
 	kept(t, d, victim)
@@ -190,9 +161,9 @@ func TestOpenOrCreate(t *testing.T) {
 	}
 	f.Close()
 	for _, name := range []string{"symlink", "dangling", "fifo"} {
-		within(t, "OpenOrCreate "+name, func() {
+		plant.Within(t, "OpenOrCreate "+name, func() {
 			_, _, _, err := d.OpenOrCreate(name, unix.O_RDWR, 0o664)
-			says(t, err, d.Join(name), special[name])
+			plant.Says(t, err, "the error", d.Join(name), special[name])
 		})
 	}
 	kept(t, d, victim)
@@ -207,9 +178,9 @@ func TestReadFile(t *testing.T) {
 	if _, _, err := d.ReadFile("small", 4); err == nil {
 		t.Fatal("a file over the bound was read")
 	}
-	within(t, "ReadFile fifo", func() {
+	plant.Within(t, "ReadFile fifo", func() {
 		_, _, err := d.ReadFile("fifo", 10)
-		says(t, err, "a FIFO")
+		plant.Says(t, err, "the error", "a FIFO")
 	})
 }
 
@@ -218,12 +189,12 @@ func TestSubNeverFollows(t *testing.T) {
 	target := t.TempDir()
 	os.Symlink(target, d.Join("dirlink"))
 	for name, kind := range map[string]string{"dirlink": "a symlink", "fifo": "a FIFO", "hardlink": "a regular file"} {
-		within(t, "Sub "+name, func() {
+		plant.Within(t, "Sub "+name, func() {
 			_, err := d.Sub(name)
-			says(t, err, d.Join(name), kind, "not a directory")
+			plant.Says(t, err, "the error", d.Join(name), kind, "not a directory")
 		})
 		_, _, err := d.MkdirSub(name, 0o3775, -1)
-		says(t, err, d.Join(name), kind)
+		plant.Says(t, err, "the error", d.Join(name), kind)
 	}
 	if _, err := OpenDir(filepath.Dir(d.Path()), filepath.Base(d.Path()), "dirlink"); err == nil {
 		t.Fatal("OpenDir followed a symlink below its base")
@@ -286,16 +257,16 @@ func TestCreateOrTruncate(t *testing.T) {
 		t.Fatalf("our own file was not truncated: %q", b)
 	}
 	for name, kind := range map[string]string{"symlink": "a symlink", "dangling": "a symlink", "fifo": "a FIFO", "hardlink": "hard link"} {
-		within(t, "CreateOrTruncate "+name, func() {
+		plant.Within(t, "CreateOrTruncate "+name, func() {
 			_, _, err := d.CreateOrTruncate(name, 0o644)
-			says(t, err, d.Join(name), kind)
+			plant.Says(t, err, "the error", d.Join(name), kind)
 		})
 	}
 	if os.Geteuid() == 0 {
 		os.WriteFile(d.Join("theirs"), []byte("theirs"), 0o666)
 		os.Chown(d.Join("theirs"), 4242, 4242)
 		_, _, err := d.CreateOrTruncate("theirs", 0o644)
-		says(t, err, "belongs to uid 4242", "never truncated")
+		plant.Says(t, err, "the error", "belongs to uid 4242", "never truncated")
 		if b, _ := os.ReadFile(d.Join("theirs")); string(b) != "theirs" {
 			t.Fatal("another user's file was truncated")
 		}
@@ -330,7 +301,7 @@ func TestOpenUserDir(t *testing.T) {
 	}
 	for _, p := range []string{theirs, filepath.Join(theirs, "sub")} {
 		_, err := OpenUserDir(p, 0o755)
-		says(t, err, theirs, "a symlink owned by uid 4242", "never followed")
+		plant.Says(t, err, "the error", theirs, "a symlink owned by uid 4242", "never followed")
 	}
 	if es, _ := os.ReadDir(target); len(es) != 0 {
 		t.Fatal("a directory was made through another user's symlink")

@@ -54,16 +54,7 @@ func tfRun(t *testing.T, f *fleet, rg rig, mark string, flags []string, payload 
 func tfFleet(t *testing.T) *fleet {
 	t.Helper()
 	f := newFleet(t, "proc")
-	d := filepath.Join(f.Dir, "gpu")
-	if err := os.Mkdir(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(d, 0, fleetGID); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(d, 0o775|os.ModeSetgid|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
+	adminDir(t, f.Dir, "gpu")
 	return f
 }
 
@@ -273,17 +264,7 @@ func tfForgeDead(t *testing.T, f *fleet, mark string, seq uint64, holdID, record
 // the fleet group's, 03775.
 func tfMetricsDir(t *testing.T) string {
 	t.Helper()
-	d := filepath.Join(openDir(t), "metrics")
-	if err := os.Mkdir(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(d, 0, fleetGID); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(d, 0o775|os.ModeSetgid|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return adminDir(t, openDir(t), "metrics")
 }
 
 // tfHoldsOfRootAndB runs a root hold and a uid B hold at once (both queue

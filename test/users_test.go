@@ -61,7 +61,14 @@ func newFleet(t *testing.T, be string) *fleet {
 // group fleetGID inside a directory every user can reach.
 func fleetDir(t *testing.T) string {
 	t.Helper()
-	d := filepath.Join(openDir(t), "gpu-hold")
+	return adminDir(t, openDir(t), "gpu-hold")
+}
+
+// adminDir makes parent/name as an admin makes a shared directory
+// (install -d -m 3775 -o root -g GROUP) and returns its path.
+func adminDir(t *testing.T, parent, name string) string {
+	t.Helper()
+	d := filepath.Join(parent, name)
 	if err := os.Mkdir(d, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -8,46 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
-
-// within runs fn and fails the test when it takes longer than 5 s (a FIFO
-// opened without O_NONBLOCK blocks for ever).
-func within(t *testing.T, what string, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s blocked for 5 s (a FIFO opened without O_NONBLOCK?)", what)
-	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := unix.Mkfifo(path, 0o666); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// mknull makes a character device node like /dev/null at path (root only).
-func mknull(t *testing.T, path string) {
-	t.Helper()
-	testenv.NeedRoot(t, "making a device node (mknod)")
-	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // deadRecord writes a record whose holder died (no end line) at path.
 func deadRecord(t *testing.T, path string) []byte {
@@ -68,18 +35,6 @@ func deadRecord(t *testing.T, path string) []byte {
 // ownUID is how an error names a file this test made.
 func ownUID() string { return fmt.Sprintf("uid %d", os.Geteuid()) }
 
-func wantErr(t *testing.T, err error, what string, subs ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: no error", what)
-	}
-	for _, s := range subs {
-		if !strings.Contains(err.Error(), s) {
-			t.Fatalf("%s: error %q does not say %q", what, err, s)
-		}
-	}
-}
-
 func unchanged(t *testing.T, path string, want []byte) {
 	t.Helper()
 	got, err := os.ReadFile(path)
@@ -98,21 +53,21 @@ func TestReadRecordRefusesSpecialFiles(t *testing.T) {
 	link := filepath.Join(dir, "link.jsonl")
 	os.Symlink(outside, link)
 	fifo := filepath.Join(dir, "fifo.jsonl")
-	mkfifo(t, fifo)
+	plant.FIFO(t, fifo)
 	for _, c := range []struct{ path, kind string }{{link, "symlink"}, {fifo, "FIFO"}} {
-		within(t, "ReadRecord of a "+c.kind, func() {
+		plant.Within(t, "ReadRecord of a "+c.kind, func() {
 			_, err := ReadRecord(c.path)
-			wantErr(t, err, "ReadRecord of a "+c.kind, c.path, c.kind, ownUID())
+			plant.Says(t, err, "ReadRecord of a "+c.kind, c.path, c.kind, ownUID())
 		})
 	}
 }
 
 func TestReadRecordRefusesDevice(t *testing.T) {
 	dev := filepath.Join(t.TempDir(), "dev.jsonl")
-	mknull(t, dev)
-	within(t, "ReadRecord of a device", func() {
+	plant.Device(t, dev)
+	plant.Within(t, "ReadRecord of a device", func() {
 		_, err := ReadRecord(dev)
-		wantErr(t, err, "ReadRecord of a device node", dev, "device")
+		plant.Says(t, err, "ReadRecord of a device node", dev, "device")
 	})
 }
 
@@ -127,15 +82,15 @@ func TestAppendRecordRefusesPlantedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	fifo := filepath.Join(dir, "fifo.jsonl")
-	mkfifo(t, fifo)
+	plant.FIFO(t, fifo)
 	for _, c := range []struct{ path, says string }{{link, "symlink"}, {hard, "hard link"}, {fifo, "FIFO"}} {
-		within(t, "AppendRecord of a "+c.says, func() {
+		plant.Within(t, "AppendRecord of a "+c.says, func() {
 			w, err := AppendRecord(c.path)
 			if err == nil {
 				w.Reap(ReapInfo{By: idRoot})
 				w.Close()
 			}
-			wantErr(t, err, "AppendRecord of a "+c.says, c.path, c.says)
+			plant.Says(t, err, "AppendRecord of a "+c.says, c.path, c.says)
 		})
 	}
 	unchanged(t, outside, want)
@@ -143,10 +98,10 @@ func TestAppendRecordRefusesPlantedFiles(t *testing.T) {
 
 func TestAppendRecordDevice(t *testing.T) {
 	dev := filepath.Join(t.TempDir(), "dev.jsonl")
-	mknull(t, dev)
-	within(t, "AppendRecord of a device", func() {
+	plant.Device(t, dev)
+	plant.Within(t, "AppendRecord of a device", func() {
 		_, err := AppendRecord(dev)
-		wantErr(t, err, "AppendRecord of a device node", dev, "device")
+		plant.Says(t, err, "AppendRecord of a device node", dev, "device")
 	})
 }
 
@@ -177,14 +132,14 @@ func TestCreateRecordExistingPath(t *testing.T) {
 	dangling := filepath.Join(dir, "dangling.jsonl")
 	os.Symlink(filepath.Join(dir, "nowhere"), dangling)
 	fifo := filepath.Join(dir, "fifo.jsonl")
-	mkfifo(t, fifo)
+	plant.FIFO(t, fifo)
 	for _, c := range []struct{ path, kind string }{{link, "symlink"}, {dangling, "symlink"}, {fifo, "FIFO"}} {
-		within(t, "CreateRecord over a "+c.kind, func() {
+		plant.Within(t, "CreateRecord over a "+c.kind, func() {
 			w, err := CreateRecord(c.path, testHold())
 			if err == nil {
 				w.Close()
 			}
-			wantErr(t, err, "CreateRecord over a "+c.kind, c.path, c.kind, ownUID())
+			plant.Says(t, err, "CreateRecord over a "+c.kind, c.path, c.kind, ownUID())
 		})
 	}
 	unchanged(t, outside, []byte("keep"))
@@ -195,10 +150,10 @@ func TestCreateRecordExistingPath(t *testing.T) {
 
 func TestCreateRecordOverDevice(t *testing.T) {
 	dev := filepath.Join(t.TempDir(), "dev.jsonl")
-	mknull(t, dev)
-	within(t, "CreateRecord over a device", func() {
+	plant.Device(t, dev)
+	plant.Within(t, "CreateRecord over a device", func() {
 		_, err := CreateRecord(dev, testHold())
-		wantErr(t, err, "CreateRecord over a device node", dev, "device")
+		plant.Says(t, err, "CreateRecord over a device node", dev, "device")
 	})
 }
 
@@ -214,7 +169,7 @@ func TestCreateRecordUnderPlantedDirLink(t *testing.T) {
 	}
 	for _, p := range []string{filepath.Join(link, "d.jsonl"), filepath.Join(link, "sub", "d.jsonl")} {
 		_, err := CreateRecord(p, testHold())
-		wantErr(t, err, "CreateRecord under a planted dir symlink", link, "symlink owned by uid 4242", "never followed")
+		plant.Says(t, err, "CreateRecord under a planted dir symlink", link, "symlink owned by uid 4242", "never followed")
 	}
 	if es, _ := os.ReadDir(target); len(es) != 0 {
 		t.Fatal("something was made in the planted symlink's target")

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
@@ -47,7 +48,7 @@ func TestAppendRecordNotOwner(t *testing.T) {
 	}
 	asUID(t, them)
 	_, err := AppendRecord(path)
-	wantErr(t, err, "AppendRecord by another uid", path, fmt.Sprintf("uid %d", them), "owned by uid")
+	plant.Says(t, err, "AppendRecord by another uid", path, fmt.Sprintf("uid %d", them), "owned by uid")
 	unchanged(t, path, want)
 }
 
@@ -82,16 +83,16 @@ func TestOpenRecordsDirRefusesPlanted(t *testing.T) {
 			case "symlink":
 				os.Symlink(target, p)
 			case "FIFO":
-				mkfifo(t, p)
+				plant.FIFO(t, p)
 			default:
 				os.WriteFile(p, nil, 0o644)
 			}
-			within(t, "OpenRecordsDir", func() {
+			plant.Within(t, "OpenRecordsDir", func() {
 				d, err := OpenRecordsDir(res, -1)
 				if err == nil {
 					d.Close()
 				}
-				wantErr(t, err, "records dir that is a "+kind, p, kind, ownUID(), "install -d -m 3775")
+				plant.Says(t, err, "records dir that is a "+kind, p, kind, ownUID(), "install -d -m 3775")
 			})
 			if es, _ := os.ReadDir(target); len(es) != 0 {
 				t.Fatal("something was written in the symlink's target")

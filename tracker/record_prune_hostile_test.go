@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 )
 
 // finishedRecord writes an old finished record at path.
@@ -29,9 +31,9 @@ func TestPruneNeverFollowsRecordsSymlink(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(res, "records")); err != nil {
 		t.Fatal(err)
 	}
-	within(t, "PruneRecords", func() {
+	plant.Within(t, "PruneRecords", func() {
 		err := PruneRecords(filepath.Join(res, "records"), 0, time.Hour)
-		wantErr(t, err, "pruning a symlinked records dir", filepath.Join(res, "records"), "symlink", ownUID())
+		plant.Says(t, err, "pruning a symlinked records dir", filepath.Join(res, "records"), "symlink", ownUID())
 	})
 	if _, err := os.Stat(filepath.Join(target, "a.jsonl")); err != nil {
 		t.Fatalf("pruning ran in the symlink's target: %v", err)
@@ -43,12 +45,12 @@ func TestPruneSkipsSpecialFiles(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "real.jsonl")
 	finishedRecord(t, outside)
 	os.Symlink(outside, filepath.Join(dir, "link.jsonl"))
-	mkfifo(t, filepath.Join(dir, "fifo.jsonl"))
+	plant.FIFO(t, filepath.Join(dir, "fifo.jsonl"))
 	if os.Geteuid() == 0 {
-		mknull(t, filepath.Join(dir, "dev.jsonl"))
+		plant.Device(t, filepath.Join(dir, "dev.jsonl"))
 	}
 	finishedRecord(t, filepath.Join(dir, "mine.jsonl"))
-	within(t, "PruneRecords", func() {
+	plant.Within(t, "PruneRecords", func() {
 		if err := PruneRecords(dir, 0, time.Hour); err != nil {
 			t.Fatal(err)
 		}
