@@ -66,12 +66,19 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	defer as.Close()
 	c := believe(d, log)
 	out, info := endClaimed(d, &c, as, via, reaperHold, grace, survivorWait, log)
-	rh.Ended, rh.Survivors = out.Ended, info.Survivors
+	rh.Ended = out.Ended
+	notOurs := map[proc.Ident]bool{}
 	for _, st := range out.Denied {
 		if c.evidence(st) {
 			rh.Denied = append(rh.Denied, st.Ident)
 		} else {
+			notOurs[st.Ident] = true
 			log.Warn().Int("pid", st.PID).Str("comm", st.Comm).Msg("not ended: the dead holder's record or group names a process its user may not signal and nothing shows is its lineage")
+		}
+	}
+	for _, id := range info.Survivors {
+		if !notOurs[id] {
+			rh.Survivors = append(rh.Survivors, id)
 		}
 	}
 	if len(rh.Denied) > 0 {

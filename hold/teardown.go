@@ -444,7 +444,7 @@ func (td *teardown) deny(id proc.Ident) {
 	st, _ := proc.ReadStat(id.PID)
 	td.denied[id] = st
 	td.log.Warn().Int("pid", id.PID).Uint64("start", id.Start).Str("comm", st.Comm).Int("uid", proc.UID(id.PID)).
-		Msg("the kernel refused to let this teardown signal a lineage member: it runs as another user now")
+		Msg("the kernel refused to let this teardown signal this process: it runs as a user this teardown may not signal")
 }
 
 // wait blocks until a member exits, the tracker reports a change, or the
