@@ -189,6 +189,9 @@ func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if st, err := q.Status(); o.All && err == nil && len(st.Dead) == 0 {
+		return 0, nil // a sweep does not take a token that nobody needs reaped
+	}
 	self, err := proc.Self()
 	if err != nil {
 		return 0, fmt.Errorf("cannot read own identity from /proc: %v", err)

@@ -213,9 +213,15 @@ func requireBlocked(t *testing.T, f *fleet, res string, s *started, a *fleetDead
 // returns the last result.
 func rootReap(t *testing.T, f *fleet, res string, done func() bool) result {
 	t.Helper()
+	return rootReapWith(t, f, done, "-r", res)
+}
+
+// rootReapWith is rootReap with the resource flags given (-r RES, --all).
+func rootReapWith(t *testing.T, f *fleet, done func() bool, scope ...string) result {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := ghRun(t, "--dir", f.Dir, "-r", res, "--log-format", "json", "reap", "-g", "1s", "--survivor-wait", "1s")
+		r := ghRun(t, append(append([]string{"--dir", f.Dir, "--log-format", "json", "reap"}, scope...), "-g", "1s", "--survivor-wait", "1s")...)
 		for i := 0; i < 20 && !done(); i++ {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -468,4 +474,44 @@ func TestFleetContention(t *testing.T) {
 			t.Errorf("metrics: %s = %s, want %d (one per hold: root's, A's and B's)\n%s", name, got, len(members), b)
 		}
 	}
+}
+
+// TestReapAllSweepsResources: the timer's sweep, `gpu-hold reap --all` as
+// root, ends the dead holders of every resource of the directory, each as
+// its own user, beside a successor that waits on one of them; a resource
+// with nothing dead is left alone (no ticket taken).
+func TestReapAllSweepsResources(t *testing.T) {
+	f := newFleet(t, "proc")
+	t.Parallel()
+	a1 := killedHolder(t, f.A, f, "ya", plainChild)
+	a2 := killedHolder(t, f.A, f, "yb", plainChild)
+	prepRes(t, f, "yc")
+	markB, d := newMark(t), openDir(t)
+	ran := filepath.Join(d, "ran")
+	b := f.B.start(t, f.Dir, markB, d, "-r", "ya", "-l", "b", "-w", "30s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`)
+	requireBlocked(t, f, "ya", b, a1, ran)
+	seqBefore := qSeq(t, f, "yc")
+	r := rootReapWith(t, f, func() bool { return !proc.Alive(a1.child) && !proc.Alive(a2.child) }, "--all")
+	if proc.Alive(a1.child) || proc.Alive(a2.child) {
+		t.Fatalf("root's gpu-hold reap --all left a dead holder's child alive (exit %d)\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	waitFile(t, ran, 10*time.Second)
+	requireEnd(t, b.Wait(20*time.Second), 0, false)
+	for res, a := range map[string]*fleetDead{"ya": a1, "yb": a2} {
+		if st := qStatus(t, f.Dir, res); hasTicket(st.Dead, a.seq) {
+			t.Errorf("after reap --all the queue of %s still lists A's ticket %d as dead", res, a.seq)
+		}
+		requireNoneLeft(t, a.mark)
+	}
+	if got := qSeq(t, f, "yc"); got != seqBefore {
+		t.Errorf("reap --all took a ticket on yc, where nothing was dead (seq %q, was %q)", got, seqBefore)
+	}
+	requireNoneLeft(t, markB)
+}
+
+// qSeq reads resource res's ticket counter.
+func qSeq(t *testing.T, f *fleet, res string) string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(f.Dir, res, "seq"))
+	return strings.TrimSpace(string(b))
 }
