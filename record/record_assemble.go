@@ -2,7 +2,7 @@
 // member's parent, exec chain, exit, fate (written, or inferred from the
 // teardown's times) and flags (left-group, left-session, reparented), and
 // the fields the backend could not know.
-package tracker
+package record
 
 import (
 	"cmp"

@@ -4,7 +4,7 @@
 // children follow their parent, with fork flows from parent to child; the
 // hold's phases are B/E slices on the holder's track, and TERM, KILL, the
 // deadline and the release are instant events.
-package tracker
+package record
 
 import (
 	"encoding/json"
