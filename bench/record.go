@@ -1,4 +1,4 @@
-// record.go owns reading a hold's record (JSON lines, see tracker/record.go)
+// record.go owns reading a hold's record (JSON lines, see record/record.go)
 // as far as the bench needs it: the last hold header (payload, counters,
 // times) and the processes the lineage saw.
 package main

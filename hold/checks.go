@@ -7,7 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/tracker"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // devicePatterns resolves the device nodes this hold checks: --device, else
@@ -64,9 +64,9 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
 			Str("command", dh.Command).Str("node", dh.Node).Interface("drm", dh.DRM).
 			Msg("device still held after teardown by a process outside the lineage")
 	}
-	h.rec.update(func(hi *tracker.HoldInfo) { hi.DeviceHolders = recs })
+	h.rec.update(func(hi *record.HoldInfo) { hi.DeviceHolders = recs })
 	if code := check.ExitCode(); code != 0 {
-		h.res.Code, h.res.Cause = code, CauseDeviceHolders
+		h.res.Code, h.res.Cause = code, record.CauseDeviceHolders
 		log.Error().Int("holders", len(hs)).Msg("--device-holders=fail: exiting 73")
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/safefs"
-	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 // FleetDir is the shared queue directory of a fleet host.
@@ -329,4 +329,4 @@ func (c *dirCheck) resourcesFile(path string) {
 }
 
 // recordsDir is the records/ dir of resource dir res.
-func recordsDir(res string) string { return filepath.Dir(tracker.RecordPath(res, "x")) }
+func recordsDir(res string) string { return filepath.Dir(record.RecordPath(res, "x")) }

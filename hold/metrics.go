@@ -23,14 +23,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // knownCauses are the values of the cause label that are always written
-// (at 0, so rates work from the first hold): the Cause* values of run.go.
+// (at 0, so rates work from the first hold): record's Cause* values.
 // A hold may report others.
-var knownCauses = []string{string(CauseExited), string(CauseSignal), string(CauseMaxHold), string(CauseSignalled),
-	string(CauseMemFloor), string(CauseQueue), string(CauseLaunch), string(CauseDeviceHolders), string(CauseError)}
+var knownCauses = []string{string(record.CauseExited), string(record.CauseSignal), string(record.CauseMaxHold), string(record.CauseSignalled),
+	string(record.CauseMemFloor), string(record.CauseQueue), string(record.CauseExecFailed), string(record.CauseDeviceHolders), string(record.CauseError)}
 
 // causeUnknown counts a hold that gave no cause.
 const causeUnknown = "unknown"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/tracker"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // payloadExit is how the payload's own process ended, and when.
@@ -26,17 +26,17 @@ func waitNoReap(pid int) (payloadExit, error) {
 }
 
 // exitCode maps the payload's end to the hold's exit code.
-func (ex payloadExit) exitCode() (int, tracker.Cause, syscall.Signal) {
+func (ex payloadExit) exitCode() (int, record.Cause, syscall.Signal) {
 	if ex.Signal != 0 {
-		return ExitSignal(ex.Signal), CauseSignal, ex.Signal
+		return ExitSignal(ex.Signal), record.CauseSignal, ex.Signal
 	}
-	return ex.Code, CauseExited, 0
+	return ex.Code, record.CauseExited, 0
 }
 
 // event is the payload's exit as its parent saw it: the one exit status
 // every backend knows exactly.
-func (ex payloadExit) event(root proc.Ident) tracker.Event {
-	ev := tracker.Event{Kind: tracker.Exit, Time: ex.At, Ident: root}
+func (ex payloadExit) event(root proc.Ident) record.Event {
+	ev := record.Event{Kind: record.Exit, Time: ex.At, Ident: root}
 	if ex.Signal != 0 {
 		s := int(ex.Signal)
 		ev.Signal = &s

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -47,10 +48,10 @@ const dyingWait = 2 * time.Second
 // reapOne ends dead holder d's lineage with d's own authority and returns
 // what was done. Blocked is set when what is verifiably d's lineage could
 // not be ended with it: d must then not be marked reaped.
-func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) tracker.ReapedHold {
+func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) record.ReapedHold {
 	log = log.With().Uint64("dead_ticket", d.Seq).Str("dead_hold", d.HoldID).Int("dead_pid", d.Holder.PID).Int("dead_uid", d.UID).Logger()
 	log.Warn().Uint64("ticket", d.Seq).Str("label", d.Label).Msg("dead holder: the previous holder died without releasing; ending its lineage first")
-	rh := tracker.ReapedHold{HoldID: d.HoldID, Holder: d.Holder, Record: d.Record, At: time.Now()}
+	rh := record.ReapedHold{HoldID: d.HoldID, Holder: d.Holder, Record: d.Record, At: time.Now()}
 
 	if holderAlive(d.Holder) {
 		// The queue found this holder dead (its lock is gone), yet the
@@ -92,7 +93,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 // foreignLineage is the reap of another user's dead holder by a process
 // that is not root and so cannot act as that user: done only when that
 // user has nothing left running at all; otherwise blocked, for root.
-func foreignLineage(d queue.Ticket, rh tracker.ReapedHold, err error) tracker.ReapedHold {
+func foreignLineage(d queue.Ticket, rh record.ReapedHold, err error) record.ReapedHold {
 	if !proc.UserRuns(d.UID) {
 		return rh // nothing of uid's runs: nothing of its lineage can
 	}
@@ -102,15 +103,15 @@ func foreignLineage(d queue.Ticket, rh tracker.ReapedHold, err error) tracker.Re
 
 // endClaimed runs the teardown over what c claims, with authority as, and
 // appends the reaping to the dead holder's record when that is its own.
-func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) (Outcome, tracker.ReapInfo) {
+func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) (Outcome, record.ReapInfo) {
 	self, _ := proc.Self()
 	host, _ := os.Hostname()
-	info := tracker.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Started: time.Now()}
-	var w *tracker.RecordWriter
-	var sink tracker.Sink
+	info := record.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Started: time.Now()}
+	var w *record.RecordWriter
+	var sink record.Sink
 	if c.record {
 		var err error
-		if w, err = tracker.AppendRecord(d.Record); err != nil {
+		if w, err = record.AppendRecord(d.Record); err != nil {
 			log.Warn().Err(err).Msg("cannot append the reaping to the dead holder's record")
 			w = nil
 		} else {

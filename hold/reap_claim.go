@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/safefs"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -34,7 +35,7 @@ func believe(d queue.Ticket, log zerolog.Logger) claim {
 	if d.Record == "" {
 		return c
 	}
-	rec, err := tracker.ReadRecord(d.Record)
+	rec, err := record.ReadRecord(d.Record)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
 		return c

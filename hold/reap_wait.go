@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/tracker"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // reapRetry is how often a blocked successor looks again: whether root
@@ -23,7 +23,7 @@ const reapRetry = time.Second
 // the queue each was reaped. It returns a *blockedError when ctx ends while
 // one it may not end is still there.
 func (h *holdRun) reapDead(ctx context.Context, g queue.Grant) error {
-	blocked := map[uint64]tracker.ReapedHold{}
+	blocked := map[uint64]record.ReapedHold{}
 	for _, d := range g.Dead() {
 		if err := h.reapAndMark(g, d, blocked); err != nil {
 			return err
@@ -46,7 +46,7 @@ func (h *holdRun) reapDead(ctx context.Context, g queue.Grant) error {
 
 // retryBlocked drops the blocked holders someone entitled reaped, and
 // reaps again those whose block is gone.
-func (h *holdRun) retryBlocked(g queue.Grant, pending []queue.Ticket, blocked map[uint64]tracker.ReapedHold) {
+func (h *holdRun) retryBlocked(g queue.Grant, pending []queue.Ticket, blocked map[uint64]record.ReapedHold) {
 	still := map[uint64]bool{}
 	for _, d := range pending {
 		still[d.Seq] = true
@@ -68,7 +68,7 @@ func (h *holdRun) retryBlocked(g queue.Grant, pending []queue.Ticket, blocked ma
 
 // reapAndMark reaps d; done, it is marked reaped; blocked, it is noted in
 // blocked and said once.
-func (h *holdRun) reapAndMark(g queue.Grant, d queue.Ticket, blocked map[uint64]tracker.ReapedHold) error {
+func (h *holdRun) reapAndMark(g queue.Grant, d queue.Ticket, blocked map[uint64]record.ReapedHold) error {
 	rh := reapOne(d, "hold", h.id, h.o.Grace, h.o.SurvivorWait, h.o.Log)
 	if rh.Blocked != "" {
 		blocked[d.Seq] = rh
@@ -84,7 +84,7 @@ func (h *holdRun) reapAndMark(g queue.Grant, d queue.Ticket, blocked map[uint64]
 
 // unblocked reports whether what blocked rh is gone: the denied members
 // died, or (a foreign lineage) its user runs nothing any more.
-func unblocked(d queue.Ticket, rh tracker.ReapedHold) bool {
+func unblocked(d queue.Ticket, rh record.ReapedHold) bool {
 	if len(rh.Denied) == 0 {
 		return !proc.UserRuns(d.UID)
 	}
@@ -96,13 +96,13 @@ func unblocked(d queue.Ticket, rh tracker.ReapedHold) bool {
 	return true
 }
 
-func (h *holdRun) blockedMessage(d queue.Ticket, rh tracker.ReapedHold) string {
+func (h *holdRun) blockedMessage(d queue.Ticket, rh record.ReapedHold) string {
 	return fmt.Sprintf("dead holder %s may still have processes running, and this hold (uid %d) cannot end them (%s): not starting the payload and not marking it reaped; root can end it with `gpu-hold --dir %s reap -r %s` (the gpu-hold-reap timer does this); waiting for that",
 		d.Describe(), h.ticket.UID, rh.Blocked, h.o.Dir, h.o.Resource)
 }
 
 // giveUp records the blocked reaps and returns the error that ends the hold.
-func (h *holdRun) giveUp(ctx context.Context, blocked map[uint64]tracker.ReapedHold) error {
+func (h *holdRun) giveUp(ctx context.Context, blocked map[uint64]record.ReapedHold) error {
 	for _, rh := range blocked {
 		h.rec.reaped(rh)
 	}

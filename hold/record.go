@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/tracker"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // recordPath is --dump, else <dir>/<resource>/records/<hold id>.jsonl.
@@ -22,7 +22,7 @@ func recordPath(o *Options, id string) string {
 	if o.Dump != "" {
 		return o.Dump
 	}
-	return tracker.RecordPath(filepath.Join(o.Dir, o.Resource), id)
+	return record.RecordPath(filepath.Join(o.Dir, o.Resource), id)
 }
 
 // recorder streams one hold's record. A record that cannot be written is
@@ -31,7 +31,7 @@ func recordPath(o *Options, id string) string {
 // while the ticket waits, is given its event method), and writes nothing
 // until open.
 type recorder struct {
-	p atomic.Pointer[tracker.RecordWriter]
+	p atomic.Pointer[record.RecordWriter]
 }
 
 // open creates the record when the token is granted.
@@ -39,10 +39,10 @@ func (r *recorder) open(h *holdRun, granted time.Time) {
 	o := &h.o
 	path := h.res.Record
 	host, _ := os.Hostname()
-	w, err := createRecord(o, path, tracker.HoldInfo{
+	w, err := createRecord(o, path, record.HoldInfo{
 		ID: h.id, Resource: o.Resource, Label: o.Label, Ticket: h.ticket.Seq, Holder: h.ticket.Holder,
 		UID: os.Getuid(), Host: host, Cmd: o.Cmd, Backend: h.res.Backend, BackendNote: h.backendNote,
-		Times: tracker.HoldTimes{Queued: h.queued, Granted: granted},
+		Times: record.HoldTimes{Queued: h.queued, Granted: granted},
 	})
 	if err != nil {
 		o.Log.Warn().Err(err).Str("record", path).Msg("cannot write the hold's record; holding without one (check --dir permissions or give --dump)")
@@ -55,16 +55,16 @@ func (r *recorder) open(h *holdRun, granted time.Time) {
 // else in the resource's records dir, which is never followed when it is a
 // symlink and is made for the queue dir's group (a second user's hold must
 // be able to write its own record there).
-func createRecord(o *Options, path string, h tracker.HoldInfo) (*tracker.RecordWriter, error) {
+func createRecord(o *Options, path string, h record.HoldInfo) (*record.RecordWriter, error) {
 	if o.Dump != "" {
-		return tracker.CreateRecord(path, h)
+		return record.CreateRecord(path, h)
 	}
-	d, err := tracker.OpenRecordsDir(filepath.Join(o.Dir, o.Resource), queueGroup(o.Dir))
+	d, err := record.OpenRecordsDir(filepath.Join(o.Dir, o.Resource), queueGroup(o.Dir))
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	return tracker.CreateRecordAt(d, filepath.Base(path), h)
+	return record.CreateRecordAt(d, filepath.Base(path), h)
 }
 
 // queueGroup is the queue dir's group, or -1 when it cannot be read.
@@ -83,18 +83,18 @@ func (r *recorder) prune(o *Options, path string) {
 	if o.Dump != "" || path == "" {
 		return
 	}
-	if err := tracker.PruneRecords(filepath.Dir(path), o.KeepRecords, o.RecordAge); err != nil {
+	if err := record.PruneRecords(filepath.Dir(path), o.KeepRecords, o.RecordAge); err != nil {
 		o.Log.Warn().Err(err).Msg("cannot prune old records")
 	}
 }
 
-func (r *recorder) update(fn func(*tracker.HoldInfo)) {
+func (r *recorder) update(fn func(*record.HoldInfo)) {
 	if w := r.p.Load(); w != nil {
 		w.Update(fn)
 	}
 }
 
-func (r *recorder) event(ev tracker.Event) {
+func (r *recorder) event(ev record.Event) {
 	if w := r.p.Load(); w != nil {
 		w.Event(ev)
 	}
@@ -106,14 +106,14 @@ func (r *recorder) flush() {
 	}
 }
 
-func (r *recorder) fate(id proc.Ident, f tracker.Fate, at time.Time) {
+func (r *recorder) fate(id proc.Ident, f record.Fate, at time.Time) {
 	if w := r.p.Load(); w != nil {
 		w.Fate(id, f, at)
 	}
 }
 
 func (r *recorder) started(root proc.Ident, cgroup string, at time.Time) {
-	r.update(func(h *tracker.HoldInfo) {
+	r.update(func(h *record.HoldInfo) {
 		h.Payload = &root
 		h.PGID = root.PID
 		if sid, err := unix.Getsid(root.PID); err == nil {
@@ -130,8 +130,8 @@ func (r *recorder) close(res *Result, released time.Time, log zerolog.Logger) {
 		return
 	}
 	code := res.Code
-	usage := tracker.SelfUsage()
-	w.Update(func(h *tracker.HoldInfo) {
+	usage := record.SelfUsage()
+	w.Update(func(h *record.HoldInfo) {
 		h.Usage = usage
 		h.ExitCode = &code
 		h.Cause = res.Cause
@@ -144,6 +144,6 @@ func (r *recorder) close(res *Result, released time.Time, log zerolog.Logger) {
 }
 
 // reaped notes, in this hold's own record, a dead holder's lineage it ended.
-func (r *recorder) reaped(rh tracker.ReapedHold) {
-	r.update(func(h *tracker.HoldInfo) { h.Reaped = append(h.Reaped, rh) })
+func (r *recorder) reaped(rh record.ReapedHold) {
+	r.update(func(h *record.HoldInfo) { h.Reaped = append(h.Reaped, rh) })
 }

@@ -17,27 +17,14 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/tracker"
-)
-
-// Causes of a hold's end, as logged and recorded.
-const (
-	CauseExited    = tracker.CauseExited     // the payload's own process exited
-	CauseSignal    = tracker.CauseSignal     // the payload was killed by a signal from outside
-	CauseMaxHold   = tracker.CauseMaxHold    // --max-hold ran out
-	CauseSignalled = tracker.CauseSignalled  // the hold itself got TERM/INT/HUP
-	CauseMemFloor  = tracker.CauseMemFloor   // available memory fell below --mem-floor
-	CauseLaunch    = tracker.CauseExecFailed // the payload could not be started
-	CauseQueue     = tracker.Cause("queue")  // never got the token
-	CauseError     = tracker.CauseError      // gpu-hold's own failure
-	// CauseDeviceHolders: --device-holders=fail and the device was still held after teardown.
-	CauseDeviceHolders = tracker.Cause("device-holders")
 )
 
 // Result is how a hold ended.
 type Result struct {
 	Code     int
-	Cause    tracker.Cause
+	Cause    record.Cause
 	Signal   syscall.Signal // the payload's killing signal, or the one the hold got
 	HoldID   string
 	Record   string
@@ -75,7 +62,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := checkCommand(o.Cmd[0]); err != nil {
 		var le *LaunchError
 		errors.As(err, &le)
-		return Result{Code: le.Code, Cause: CauseLaunch}, &Error{Code: le.Code, Err: err}
+		return Result{Code: le.Code, Cause: record.CauseExecFailed}, &Error{Code: le.Code, Err: err}
 	}
 	h := &holdRun{o: o, id: newHoldID()}
 	h.res.HoldID = h.id
@@ -108,7 +95,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	granted := h.granted
 	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
-		h.res.Code, h.res.Cause = ExitUsage, CauseError
+		h.res.Code, h.res.Cause = ExitUsage, record.CauseError
 	}
 	// The record is complete before the token goes to the next ticket.
 	h.rec.close(&h.res, time.Now(), log)
@@ -235,16 +222,16 @@ func (h *holdRun) waitFailed(err error, got os.Signal) error {
 	var be *blockedError
 	switch {
 	case got != nil:
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), CauseSignalled, got.(syscall.Signal)
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), record.CauseSignalled, got.(syscall.Signal)
 		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
 	case errors.As(err, &to):
-		h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+		h.res.Code, h.res.Cause = ExitQueue, record.CauseQueue
 		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed (raise -w, or see gpu-hold queue -r %s)", err, h.ticket.Seq, o.Resource)}
 	case errors.As(err, &be):
-		h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+		h.res.Code, h.res.Cause = ExitQueue, record.CauseQueue
 		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed, the command not run (root can end them: gpu-hold --dir %s reap -r %s)", err, h.ticket.Seq, o.Dir, o.Resource)}
 	case errors.Is(err, queue.ErrRemoved):
-		h.res.Code, h.res.Cause = ExitQueue, CauseQueue
+		h.res.Code, h.res.Cause = ExitQueue, record.CauseQueue
 		return failf(ExitQueue, "ticket %d was removed from the %s queue while waiting (gpu-hold cancel or an admin); not running the command", h.ticket.Seq, o.Resource)
 	}
 	var he *Error
@@ -278,7 +265,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		h.cg = cg // removed after the release (see removeCgroup)
 		// On record before the payload exists: a hold killed right after the
 		// fork still leaves its successor the cgroup to end.
-		h.rec.update(func(hi *tracker.HoldInfo) { hi.Cgroup = cg.Path })
+		h.rec.update(func(hi *record.HoldInfo) { hi.Cgroup = cg.Path })
 	}
 	baseline := h.deviceBaseline()
 
@@ -287,7 +274,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	select {
 	case s := <-sigc:
 		sig := s.(syscall.Signal)
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), CauseSignalled, sig
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
 		log.Warn().Str("signal", sig.String()).Msg("hold signalled before the payload started; not starting it")
 		return h.res, nil
 	default:
@@ -306,7 +293,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	if err != nil {
 		var le *LaunchError
 		if errors.As(err, &le) {
-			h.res.Code, h.res.Cause = le.Code, CauseLaunch
+			h.res.Code, h.res.Cause = le.Code, record.CauseExecFailed
 			return h.res, &Error{Code: le.Code, Err: err}
 		}
 		if cg != nil {
@@ -340,7 +327,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		t := time.NewTimer(o.MaxHold)
 		defer t.Stop()
 		deadline = t.C
-		h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.Deadline = start.Add(o.MaxHold) })
+		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = start.Add(o.MaxHold) })
 	}
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
@@ -353,14 +340,14 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		h.rec.event(ex.event(root))
 		log.Info().Int("code", h.res.Code).Str("cause", string(h.res.Cause)).Msg("payload exited; ending what it left running")
 	case <-deadline:
-		h.res.Code, h.res.Cause = ExitMaxHold, CauseMaxHold
+		h.res.Code, h.res.Cause = ExitMaxHold, record.CauseMaxHold
 		log.Warn().Dur("max_hold", o.MaxHold).Msg("max hold reached; ending the payload")
 	case s := <-sigc:
 		sig := s.(syscall.Signal)
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), CauseSignalled, sig
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
 		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
 	case low := <-memLow:
-		h.res.Code, h.res.Cause = ExitMemFloor, CauseMemFloor
+		h.res.Code, h.res.Cause = ExitMemFloor, record.CauseMemFloor
 		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")
 	}
 	// Further signals during teardown do not cut it short.
@@ -371,8 +358,8 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	}()
 
 	td := &teardown{tr: tr, pgid: root.PID, root: root, cg: cg, grace: o.Grace, survivorWait: o.SurvivorWait, log: log, fate: h.rec.fate}
-	td.onKill = func(at time.Time) { h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.KillStart = at }) }
-	h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.TeardownStart = time.Now() })
+	td.onKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
+	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
 	out := td.run()
 	h.res.Teardown = out
 	if !ended {
@@ -402,7 +389,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	}
 	counters := tr.Counters()
 	h.lost = counters.LostEvents
-	h.rec.update(func(hi *tracker.HoldInfo) {
+	h.rec.update(func(hi *record.HoldInfo) {
 		hi.Times.TeardownEnd = out.End
 		hi.Survivors = survivors
 		hi.Counters = counters

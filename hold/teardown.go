@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -38,9 +39,6 @@ const chaseInterval = 5 * time.Millisecond
 // large tree is not walked while it dies.
 const emptyWait = 2 * time.Second
 
-// Fate is how a process ended, as recorded.
-type Fate = tracker.Fate
-
 // teardown ends one lineage.
 type teardown struct {
 	tr           tracker.Tracker
@@ -50,9 +48,9 @@ type teardown struct {
 	grace        time.Duration
 	survivorWait time.Duration
 	log          zerolog.Logger
-	fate         func(id proc.Ident, f Fate, at time.Time) // may be nil
-	onKill       func(at time.Time)                        // called when the KILL pass begins; may be nil
-	group        *proc.Group                               // the payload's group (openGroup); nil: none
+	fate         func(id proc.Ident, f record.Fate, at time.Time) // may be nil
+	onKill       func(at time.Time)                               // called when the KILL pass begins; may be nil
+	group        *proc.Group                                      // the payload's group (openGroup); nil: none
 	// as is the authority every signal and cgroup.kill is sent with (nil:
 	// this process's own): a dead holder's, when reaping its lineage.
 	as *proc.Authority
@@ -289,7 +287,7 @@ func (td *teardown) run() Outcome {
 					killed[id] = true
 					out.Killed++
 					pending[id] = true
-					td.note(id, tracker.FateKill)
+					td.note(id, record.FateKill)
 				}
 			}
 		}
@@ -357,7 +355,7 @@ func (td *teardown) run() Outcome {
 	td.settle(pending, live, killed)
 	for _, st := range live {
 		out.Survivors = append(out.Survivors, st)
-		td.note(st.Ident, tracker.FateSurvivor)
+		td.note(st.Ident, record.FateSurvivor)
 	}
 	for id := range termed {
 		killed[id] = true // killed now holds every process signalled
@@ -368,7 +366,7 @@ func (td *teardown) run() Outcome {
 			// runs unreported.
 			out.Denied = append(out.Denied, st)
 			out.Survivors = append(out.Survivors, st)
-			td.note(id, tracker.FateSurvivor)
+			td.note(id, record.FateSurvivor)
 		}
 	}
 	out.Ended = len(killed)
@@ -483,12 +481,12 @@ func (td *teardown) settle(pending map[proc.Ident]bool, live map[proc.Ident]proc
 		}
 		delete(pending, id)
 		if !killed[id] {
-			td.note(id, tracker.FateTerm)
+			td.note(id, record.FateTerm)
 		}
 	}
 }
 
-func (td *teardown) note(id proc.Ident, f Fate) {
+func (td *teardown) note(id proc.Ident, f record.Fate) {
 	if td.fate != nil {
 		td.fate(id, f, time.Now())
 	}

@@ -23,7 +23,7 @@ const (
 	ticketPrefix = "t."
 	reapedPrefix = "reaped."
 	seqDigits    = 20
-	recordsName  = "records" // hold's records (tracker.RecordPath); not the queue's
+	recordsName  = "records" // hold's records (record.RecordPath); not the queue's
 )
 
 func ticketName(seq uint64) string { return fmt.Sprintf("%s%0*d", ticketPrefix, seqDigits, seq) }

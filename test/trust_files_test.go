@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/tracker"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // tfBound bounds every hold of these tests: a hold that hangs on a planted
@@ -339,7 +339,7 @@ func TestPlantedSpecialFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		holder := tfGone(t, f.A.Cred, mark)
-		hi, _ := json.Marshal(tracker.HoldInfo{ID: "forged-link", Resource: "gpu", Holder: holder, UID: uidA, Host: "h", Cmd: []string{"sleep", "300"}})
+		hi, _ := json.Marshal(record.HoldInfo{ID: "forged-link", Resource: "gpu", Holder: holder, UID: uidA, Host: "h", Cmd: []string{"sleep", "300"}})
 		content := `{"v":1,"type":"hold","hold":` + string(hi) + "}\n"
 		own := filepath.Join(aDir, "own.jsonl")
 		p := filepath.Join(f.Dir, "gpu", "planted.jsonl")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 type bpfTracker struct {
@@ -37,9 +38,9 @@ type bpfTracker struct {
 	sinkMu sync.Mutex // Sink calls are serialized (reader goroutine and Live)
 
 	mu     sync.Mutex
-	groups map[int]group // last known group and session of each live member
-	count  Counters      // last counters read
-	bad    uint64        // ring buffer records that did not decode (counted as lost)
+	groups map[int]group   // last known group and session of each live member
+	count  record.Counters // last counters read
+	bad    uint64          // ring buffer records that did not decode (counted as lost)
 }
 
 type group struct {
@@ -214,12 +215,12 @@ func (t *bpfTracker) Changed() <-chan struct{} { return t.changed }
 // birth, from now on.
 func (t *bpfTracker) Seal() error { return t.l.Seal() }
 
-func (t *bpfTracker) Counters() Counters {
+func (t *bpfTracker) Counters() record.Counters {
 	c, err := t.l.Counters()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err == nil {
-		t.count = Counters{LostEvents: c.Lost + t.bad, MapOverflow: c.Overflow, Members: c.Admitted}
+		t.count = record.Counters{LostEvents: c.Lost + t.bad, MapOverflow: c.Overflow, Members: c.Admitted}
 	}
 	return t.count
 }
@@ -339,9 +340,9 @@ func (t *bpfTracker) handle(e bpf.Event) {
 }
 
 // event converts a kernel event.
-func (t *bpfTracker) event(e bpf.Event) Event {
+func (t *bpfTracker) event(e bpf.Event) record.Event {
 	uid := e.UID
-	ev := Event{
+	ev := record.Event{
 		Time:  time.Unix(0, int64(e.TimeNs)+int64(t.bootToWall)),
 		Ident: proc.Ident{PID: e.PID, Start: bpf.NsToTicks(e.StartNs)},
 		PGID:  e.PGID,
@@ -350,13 +351,13 @@ func (t *bpfTracker) event(e bpf.Event) Event {
 	}
 	switch e.Kind {
 	case bpf.KindFork:
-		ev.Kind, ev.PPID = Fork, e.PPID
+		ev.Kind, ev.PPID = record.Fork, e.PPID
 	case bpf.KindKilledAtBirth:
-		ev.Kind, ev.PPID = KilledAtBirth, e.PPID
+		ev.Kind, ev.PPID = record.KilledAtBirth, e.PPID
 	case bpf.KindExec:
-		ev.Kind, ev.Filename, ev.Argv = Exec, e.Filename, e.Argv
+		ev.Kind, ev.Filename, ev.Argv = record.Exec, e.Filename, e.Argv
 	case bpf.KindExit:
-		ev.Kind = Exit
+		ev.Kind = record.Exit
 		code, sig := e.ExitStatus()
 		if sig != 0 {
 			ev.Signal = &sig
@@ -378,11 +379,11 @@ func (t *bpfTracker) regroup(at time.Time, id proc.Ident, ppid, pgid, sid int) {
 	t.groups[id.PID] = group{start: id.Start, pgid: pgid, sid: sid} // the first sighting is the baseline
 	t.mu.Unlock()
 	if changed {
-		t.emit(Event{Kind: Regroup, Time: at, Ident: id, PPID: ppid, PGID: pgid, SID: sid})
+		t.emit(record.Event{Kind: record.Regroup, Time: at, Ident: id, PPID: ppid, PGID: pgid, SID: sid})
 	}
 }
 
-func (t *bpfTracker) emit(ev Event) {
+func (t *bpfTracker) emit(ev record.Event) {
 	if t.opts.Sink == nil {
 		return
 	}

@@ -28,6 +28,7 @@ import (
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 const (
@@ -76,22 +77,22 @@ func btNewMark(t *testing.T) string {
 // btSink collects events.
 type btSink struct {
 	mu  sync.Mutex
-	evs []Event
+	evs []record.Event
 }
 
-func (s *btSink) add(ev Event) {
+func (s *btSink) add(ev record.Event) {
 	s.mu.Lock()
 	s.evs = append(s.evs, ev)
 	s.mu.Unlock()
 }
 
-func (s *btSink) events() []Event {
+func (s *btSink) events() []record.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.evs)
 }
 
-func (s *btSink) count(k Kind) int {
+func (s *btSink) count(k record.Kind) int {
 	n := 0
 	for _, ev := range s.events() {
 		if ev.Kind == k {
@@ -324,7 +325,7 @@ func TestBPFEventsAndExitCodes(t *testing.T) {
 	// Wait for the root's exit event, then stop.
 	btWaitFor(t, 5*time.Second, "the payload's exit event", func() bool {
 		for _, ev := range sink.events() {
-			if ev.Kind == Exit && ev.Ident == root {
+			if ev.Kind == record.Exit && ev.Ident == root {
 				return true
 			}
 		}
@@ -336,22 +337,22 @@ func TestBPFEventsAndExitCodes(t *testing.T) {
 	}
 	var rootFork, rootExec, rootExit, victimExit, regroup bool
 	for _, ev := range sink.events() {
-		if ev.Kind == Fork && ev.PPID == os.Getpid() && ev.Ident != root {
+		if ev.Kind == record.Fork && ev.PPID == os.Getpid() && ev.Ident != root {
 			t.Errorf("the hold forked a member besides the payload: %+v", ev)
 		}
-		if ev.Kind == Regroup && ev.Ident == root {
+		if ev.Kind == record.Regroup && ev.Ident == root {
 			t.Errorf("the payload's own process group was reported as a regroup: %+v", ev)
 		}
 		switch {
-		case ev.Kind == Fork && ev.Ident == root:
+		case ev.Kind == record.Fork && ev.Ident == root:
 			rootFork = ev.PPID == os.Getpid() && ev.UID != nil && *ev.UID == os.Getuid()
-		case ev.Kind == Exec && ev.Ident == root:
+		case ev.Kind == record.Exec && ev.Ident == root:
 			rootExec = ev.Filename != "" && len(ev.Argv) == 3 && ev.Argv[0] == "bash" && ev.Argv[2] == script
-		case ev.Kind == Exit && ev.Ident == root:
+		case ev.Kind == record.Exit && ev.Ident == root:
 			rootExit = ev.ExitCode != nil && *ev.ExitCode == 7 && ev.Signal == nil
-		case ev.Kind == Exit && ev.Ident == vst.Ident:
+		case ev.Kind == record.Exit && ev.Ident == vst.Ident:
 			victimExit = ev.Signal != nil && *ev.Signal == int(syscall.SIGTERM) && ev.ExitCode == nil
-		case ev.Kind == Regroup:
+		case ev.Kind == record.Regroup:
 			regroup = ev.SID == ev.PID
 		}
 		if ev.Time.Before(time.Now().Add(-time.Minute)) || ev.Time.After(time.Now().Add(time.Second)) {
@@ -363,7 +364,7 @@ func TestBPFEventsAndExitCodes(t *testing.T) {
 	}
 }
 
-func btDump(evs []Event) string {
+func btDump(evs []record.Event) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		fmt.Fprintf(&b, "%+v\n", ev)
@@ -406,9 +407,9 @@ wait`
 	forks, exits := map[int]int{}, map[int]int{}
 	for _, ev := range sink.events() {
 		switch ev.Kind {
-		case Fork:
+		case record.Fork:
 			forks[ev.PID]++
-		case Exit:
+		case record.Exit:
 			exits[ev.PID]++
 		}
 	}
@@ -448,7 +449,7 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 	}
 	// Every storm loop forks again within milliseconds: it dies there, and
 	// so does the child it forked, with no signal from us.
-	btWaitFor(t, 10*time.Second, "three killed-at-birth events", func() bool { return sink.count(KilledAtBirth) >= 3 })
+	btWaitFor(t, 10*time.Second, "three killed-at-birth events", func() bool { return sink.count(record.KilledAtBirth) >= 3 })
 	btWaitFor(t, 5*time.Second, "the storm loops and their last children dead by the seal alone", func() bool {
 		for _, st := range marks.Live(mark) {
 			if st.Comm == "bash" {
@@ -456,7 +457,7 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 			}
 		}
 		for _, ev := range sink.events() {
-			if ev.Kind == KilledAtBirth && proc.Alive(ev.Ident) {
+			if ev.Kind == record.KilledAtBirth && proc.Alive(ev.Ident) {
 				return false
 			}
 		}
@@ -486,11 +487,11 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 	}
 	tr.Close()
 	for _, ev := range sink.events() {
-		if ev.Kind == KilledAtBirth && proc.Alive(ev.Ident) {
+		if ev.Kind == record.KilledAtBirth && proc.Alive(ev.Ident) {
 			t.Errorf("killed at birth but alive: %+v", ev)
 		}
 	}
-	t.Logf("%d kill passes; %d killed at birth; counters %+v", passes, sink.count(KilledAtBirth), tr.Counters())
+	t.Logf("%d kill passes; %d killed at birth; counters %+v", passes, sink.count(record.KilledAtBirth), tr.Counters())
 }
 
 // TestBPFTwoHoldsApart: two trackers at once each see only their own payload.
@@ -566,7 +567,7 @@ func TestBPFPinnedOutlivesHolder(t *testing.T) {
 	}
 	btWaitFor(t, 5*time.Second, "an empty lineage", func() bool { l, _ := succ.Live(); return len(l) == 0 })
 	// The reader drains on a period: give it a few.
-	btWaitFor(t, 5*time.Second, "the setsid sleep's fork event from the pinned ring buffer", func() bool { return sink.count(Fork) >= 1 })
+	btWaitFor(t, 5*time.Second, "the setsid sleep's fork event from the pinned ring buffer", func() bool { return sink.count(record.Fork) >= 1 })
 	if err := succ.(Pinner).Unpin(); err != nil {
 		t.Fatalf("Unpin: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // While the payload runs, the procfs backend walks /proc every
@@ -44,7 +45,7 @@ type procTracker struct {
 	seen   map[proc.Ident]*procMember // every member ever seen
 	byPID  map[int]proc.Ident         // live members' pids -> identity
 	sealed time.Time
-	count  Counters
+	count  record.Counters
 
 	stop  chan struct{}
 	done  chan struct{}
@@ -153,7 +154,7 @@ func cpuCost(fn func()) time.Duration {
 
 // holdCPU is the CPU time (user and system) the hold has used so far.
 func holdCPU() time.Duration {
-	u := SelfUsage()
+	u := record.SelfUsage()
 	if u == nil {
 		return 0
 	}
@@ -292,7 +293,7 @@ func (t *procTracker) zombie(st proc.Stat, ws *unix.WaitStatus, now time.Time) {
 		if ppid == t.self {
 			ppid = 0
 		}
-		t.emit(Event{Kind: Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID})
+		t.emit(record.Event{Kind: record.Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID})
 	}
 	t.exited(st.Ident, m, now, ws)
 }
@@ -313,7 +314,7 @@ func (t *procTracker) observe(st proc.Stat, now time.Time) {
 		}
 		// The fork's time is the process's own start time (to the tick),
 		// not when this walk happened to notice it.
-		t.emit(Event{Kind: Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
+		t.emit(record.Event{Kind: record.Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
 		t.emitExec(st, st.Ident.Started(t.bootToWall)) // its program, as far as procfs can tell, since birth
 		return
 	}
@@ -321,18 +322,18 @@ func (t *procTracker) observe(st proc.Stat, now time.Time) {
 		t.emitExec(st, now)
 	}
 	if m.stat.PGID != st.PGID || m.stat.SID != st.SID || m.stat.PPID != st.PPID {
-		t.emit(Event{Kind: Regroup, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID})
+		t.emit(record.Event{Kind: record.Regroup, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID})
 	}
 	m.stat = st
 }
 
 func (t *procTracker) emitExec(st proc.Stat, now time.Time) {
-	argv := proc.Cmdline(st.PID, MaxArgs, MaxArgLen)
+	argv := proc.Cmdline(st.PID, record.MaxArgs, record.MaxArgLen)
 	exe, _ := os.Readlink(st.Dir() + "/exe")
 	if exe == "" && len(argv) > 0 {
 		exe = argv[0]
 	}
-	t.emit(Event{Kind: Exec, Time: now, Ident: st.Ident, Filename: exe, Argv: argv})
+	t.emit(record.Event{Kind: record.Exec, Time: now, Ident: st.Ident, Filename: exe, Argv: argv})
 }
 
 // exited records a member's exit; status is nil when procfs cannot know it.
@@ -344,7 +345,7 @@ func (t *procTracker) exited(id proc.Ident, m *procMember, now time.Time, status
 	if t.byPID[id.PID] == id {
 		delete(t.byPID, id.PID)
 	}
-	ev := Event{Kind: Exit, Time: now, Ident: id}
+	ev := record.Event{Kind: record.Exit, Time: now, Ident: id}
 	if status != nil {
 		setExitStatus(&ev, *status)
 	}
@@ -436,7 +437,7 @@ func (t *procTracker) reapZombie(st proc.Stat) {
 	t.zombie(st, &ws, time.Now())
 }
 
-func (t *procTracker) emit(ev Event) {
+func (t *procTracker) emit(ev record.Event) {
 	if t.opts.Sink != nil {
 		t.opts.Sink(ev)
 	}
@@ -464,7 +465,7 @@ func (t *procTracker) Seal() error {
 	return nil
 }
 
-func (t *procTracker) Counters() Counters {
+func (t *procTracker) Counters() record.Counters {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.count

@@ -20,6 +20,7 @@ import (
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 func TestWalkDelay(t *testing.T) {
@@ -134,8 +135,8 @@ func TestAdoptedExitFromReap(t *testing.T) {
 	testenv.NeedRoot(t, "starting a process as another user")
 	other := &syscall.Credential{Uid: 65534, Gid: 65534}
 	exits := map[int][]int{}
-	tr := &procTracker{self: os.Getpid(), seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}, opts: Options{Sink: func(ev Event) {
-		if ev.Kind == Exit {
+	tr := &procTracker{self: os.Getpid(), seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}, opts: Options{Sink: func(ev record.Event) {
+		if ev.Kind == record.Exit {
 			code := -1
 			if ev.ExitCode != nil {
 				code = *ev.ExitCode
@@ -181,8 +182,8 @@ func TestReapAllInParts(t *testing.T) {
 	}
 	var mu sync.Mutex
 	exits := map[int][]int{} // pid -> exit codes recorded
-	tr := &procTracker{seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}, opts: Options{Sink: func(ev Event) {
-		if ev.Kind != Exit {
+	tr := &procTracker{seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}, opts: Options{Sink: func(ev record.Event) {
+		if ev.Kind != record.Exit {
 			return
 		}
 		mu.Lock()

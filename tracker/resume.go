@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // Sources of a resumed lineage, as recorded in the reap section.
@@ -46,7 +47,7 @@ type Claim struct {
 // record's identities, every process of uid whose environment still
 // carries the hold's id (a holder killed before its record named its
 // payload leaves that much), and their descendants.
-func Resume(c Claim, sink Sink) (Tracker, string) {
+func Resume(c Claim, sink record.Sink) (Tracker, string) {
 	if c.HoldID != "" && c.PinOK {
 		if h, err := bpf.PinnedHolder(c.HoldID); err == nil && h == c.Holder {
 			if tr, err := OpenPinnedBPF(c.HoldID, Options{Sink: sink, HoldID: c.HoldID}); err == nil {
@@ -85,10 +86,10 @@ func (t *staticTracker) Started(proc.Ident) error { return nil }
 func (t *staticTracker) Changed() <-chan struct{} { return nil }
 func (t *staticTracker) Seal() error              { return nil }
 func (t *staticTracker) Close() error             { return nil }
-func (t *staticTracker) Counters() Counters {
+func (t *staticTracker) Counters() record.Counters {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return Counters{Members: uint64(len(t.members))}
+	return record.Counters{Members: uint64(len(t.members))}
 }
 
 // Live walks /proc: known members that are still the same process, and

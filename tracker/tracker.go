@@ -8,6 +8,7 @@ import (
 	"os/exec"
 
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // Backend names, as given to --track and written in records.
@@ -45,7 +46,7 @@ type Tracker interface {
 	// caller repeats its KILL passes.
 	Seal() error
 	// Counters reports events the tracker lost or could not store.
-	Counters() Counters
+	Counters() record.Counters
 	// Close stops tracking and frees kernel objects (unless pinned).
 	Close() error
 }
@@ -65,22 +66,10 @@ type Accounted interface {
 	Account() (some, known bool)
 }
 
-// Counters are the tracker's own losses, reported in the record and in
-// metrics; never silently dropped.
-type Counters struct {
-	LostEvents  uint64 `json:"lost_events"`  // ring buffer reservations that failed
-	MapOverflow uint64 `json:"map_overflow"` // members the lineage map could not store
-	Members     uint64 `json:"members"`      // processes ever admitted to the lineage
-}
-
-// Sink receives every lineage event as it is seen. It is called from the
-// tracker's own goroutine; it must not block for long.
-type Sink func(Event)
-
 // Options configure a tracker.
 type Options struct {
 	// Sink receives events for the record; nil discards them.
-	Sink Sink
+	Sink record.Sink
 	// Flush, when not nil, is called after each batch of events went to
 	// Sink (the eBPF backend's drains): the record writes them out then,
 	// not up to its batch delay later.

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // ProbeError says why a backend cannot be used here.
@@ -21,7 +22,7 @@ func (e *ProbeError) Error() string { return e.Backend + " tracker unavailable: 
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // setExitStatus fills an exit event from a wait status.
-func setExitStatus(ev *Event, ws unix.WaitStatus) {
+func setExitStatus(ev *record.Event, ws unix.WaitStatus) {
 	switch {
 	case ws.Exited():
 		c := ws.ExitStatus()

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/safefs"
-	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 type showOptions struct {
@@ -86,7 +86,7 @@ func showRun(opts *showOptions) error {
 	if err != nil {
 		return err
 	}
-	rec, err := tracker.ReadRecord(path)
+	rec, err := record.ReadRecord(path)
 	if err != nil {
 		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("%v (cannot show this record)", err)}
 	}
@@ -108,11 +108,11 @@ func showRun(opts *showOptions) error {
 	case "tree":
 		color := opts.Color == "always" ||
 			(opts.Color == "auto" && !toFile && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb" && opts.isTerminal != nil && opts.isTerminal())
-		err = tracker.RenderTree(bw, rec, tracker.TreeOptions{Color: color})
+		err = record.RenderTree(bw, rec, record.TreeOptions{Color: color})
 	case "json":
-		err = tracker.RenderJSON(bw, rec)
+		err = record.RenderJSON(bw, rec)
 	case "timeline":
-		err = tracker.RenderTimeline(bw, rec)
+		err = record.RenderTimeline(bw, rec)
 	}
 	if err == nil {
 		err = bw.Flush()
@@ -153,7 +153,7 @@ func (opts *showOptions) resolve() (string, error) {
 	}
 	if !strings.ContainsRune(arg, '/') && opts.g != nil {
 		if dir, err := opts.g.findDir(); err == nil {
-			p := tracker.RecordPath(filepath.Join(dir, opts.g.Resource), strings.TrimSuffix(arg, ".jsonl"))
+			p := record.RecordPath(filepath.Join(dir, opts.g.Resource), strings.TrimSuffix(arg, ".jsonl"))
 			if _, err := os.Stat(p); err == nil {
 				return p, nil
 			}

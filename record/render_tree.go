@@ -2,7 +2,7 @@
 // hold's header, then each process under the one that forked it with its
 // command, lifetime, fate and flags, then what was left alive and who
 // reaped it. Colour is the caller's choice (TreeOptions.Color).
-package tracker
+package record
 
 import (
 	"bufio"

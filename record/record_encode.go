@@ -3,7 +3,7 @@
 // the writer's batch without reflection or allocation and produces exactly
 // the bytes encoding/json would (a test holds it to that), so readers and
 // tools see one format whichever way a line was written.
-package tracker
+package record
 
 import (
 	"encoding/json"

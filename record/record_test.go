@@ -4,7 +4,7 @@
 // killed-at-birth fork, a survivor, a procfs-style unknown exit) is written
 // and read back, and every process's parent, execs, exit, fate and flags
 // are checked.
-package tracker
+package record
 
 import (
 	"errors"
@@ -45,7 +45,7 @@ var (
 func testHold() HoldInfo {
 	return HoldInfo{
 		ID: "h-test-1", Resource: "gpu", Label: "bench", Ticket: 12, Holder: holder, UID: 1000,
-		Host: "node1", Cmd: []string{"bash", "-c", "payload"}, Backend: BackendBPF,
+		Host: "node1", Cmd: []string{"bash", "-c", "payload"}, Backend: "bpf",
 		Times: HoldTimes{Queued: at(-2000), Granted: at(-10)},
 	}
 }

@@ -1,7 +1,7 @@
 // record_read_test.go tests the reader on damaged records: a last line cut
 // short is left out, damage anywhere else is an error naming the line, and
 // nothing (fuzzed) makes it or the renderers panic.
-package tracker
+package record
 
 import (
 	"bytes"

@@ -1,8 +1,12 @@
+// Package record is a hold's lineage record: what its payload spawned and
+// how each process ended, streamed as JSON lines while the hold runs, read
+// back, pruned, and rendered as a tree or a timeline. It knows nothing of
+// how the lineage was tracked, so the tracker, the hold and `show` share it.
 // record.go owns the lineage record's format: the hold's header (HoldInfo),
 // the fates and causes it names, the reap section a successor appends, the
 // JSON lines they are written as, and where records live. docs/RECORD.md
 // documents the same format for people.
-package tracker
+package record
 
 import (
 	"path/filepath"
@@ -72,6 +76,9 @@ const (
 	CauseMemFloor   Cause = "mem-floor"   // available memory fell below --mem-floor
 	CauseExecFailed Cause = "exec-failed" // the payload could not be started
 	CauseError      Cause = "error"       // gpu-hold's own failure
+	CauseQueue      Cause = "queue"       // never got the token
+	// CauseDeviceHolders: --device-holders=fail and the device was still held after teardown.
+	CauseDeviceHolders Cause = "device-holders"
 )
 
 // Flags a reader sets on a process.

@@ -1,6 +1,6 @@
 // record_encode_test.go holds the hand-written event line encoding to
 // encoding/json's bytes, over every field and every kind of string.
-package tracker
+package record
 
 import (
 	"bytes"

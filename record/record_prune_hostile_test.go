@@ -1,7 +1,7 @@
 // record_prune_hostile_test.go tests pruning against planted files: a
 // symlinked records dir is never pruned, and symlinks, FIFOs and device
 // nodes named like records are neither opened nor removed.
-package tracker
+package record
 
 import (
 	"os"

@@ -2,7 +2,7 @@
 // can plant in a shared records directory: a symlink, a FIFO, a device
 // node, a hard link. Nothing blocks, nothing is followed, nothing outside
 // the directory is written, and the error says what the file is.
-package tracker
+package record
 
 import (
 	"fmt"

@@ -2,7 +2,7 @@
 // tolerates a final line cut short by a killed hold, and reports any other
 // damage as an error that names the line. Assembling the lines into
 // processes is record_assemble.go's.
-package tracker
+package record
 
 import (
 	"bufio"

@@ -1,7 +1,7 @@
 // render_test.go tests the renderers on the synthetic lineage of
 // record_test.go: the tree's lines, the timeline's Chrome trace JSON and
 // the JSON document.
-package tracker
+package record
 
 import (
 	"bytes"

@@ -2,7 +2,7 @@
 // records beyond a count or older than an age are removed; a record still
 // being written, or one whose holder died before it was reaped, is kept;
 // another user's record, or anything but a regular file, is never touched.
-package tracker
+package record
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 // record_owner_test.go tests that a record is its holder's: the reader
 // says whose file it read, only the owner (or root) appends to it or prunes
 // it, and the records dir is never followed and is made for the group.
-package tracker
+package record
 
 import (
 	"fmt"

@@ -1,7 +1,7 @@
 // event.go owns the lineage event: what a backend saw happen to one process
 // (birth, exec, exit, leaving its group or session), as streamed into the
-// hold's record.
-package tracker
+// hold's record through a Sink, and the Counters of what the backend lost.
+package record
 
 import (
 	"time"
@@ -44,3 +44,15 @@ type Event struct {
 	ExitCode *int `json:"exit_code,omitempty"`
 	Signal   *int `json:"signal,omitempty"`
 }
+
+// Counters are the tracker's own losses, reported in the record and in
+// metrics; never silently dropped.
+type Counters struct {
+	LostEvents  uint64 `json:"lost_events"`  // ring buffer reservations that failed
+	MapOverflow uint64 `json:"map_overflow"` // members the lineage map could not store
+	Members     uint64 `json:"members"`      // processes ever admitted to the lineage
+}
+
+// Sink receives every lineage event as it is seen. It is called from the
+// tracker's own goroutine; it must not block for long.
+type Sink func(Event)

@@ -6,7 +6,7 @@
 // flock on the file for its life, so an appender can tell a dead holder's
 // record from a live one. Record files are opened relative to a checked
 // directory fd (safefs): never through a symlink, never a special file.
-package tracker
+package record
 
 import (
 	"encoding/json"

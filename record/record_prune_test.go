@@ -1,6 +1,6 @@
 // record_prune_test.go tests retention: finished records go by count and
 // age; a record still written, or a dead holder's not yet reaped, stays.
-package tracker
+package record
 
 import (
 	"os"

@@ -2,7 +2,7 @@
 // member's parent, exec chain, exit, fate (written, or inferred from the
 // teardown's times) and flags (left-group, left-session, reparented), and
 // the fields the backend could not know.
-package tracker
+package record
 
 import (
 	"cmp"
@@ -272,14 +272,32 @@ func (b *builder) end(at time.Time, by *proc.Ident) {
 
 // finish resolves parents, fates and flags, and sorts.
 func (b *builder) finish() {
-	rec := b.rec
+	b.linkParents()
+	pl := b.findPayload()
+	for _, id := range b.order {
+		ps := b.procs[id]
+		if ps.p.ExitTime.IsZero() && ps.sawExit {
+			ps.p.ExitTime = ps.p.FateAt
+		}
+		setExitStatus(ps)
+		if !ps.fateWritten {
+			b.inferFate(ps, pl.root)
+		}
+		ps.p.Flags = b.flags(ps, pl)
+		ps.p.Unknown = unknowns(ps)
+	}
+	b.sortProcesses()
+}
+
+// linkParents gives each member its parent: the member with the birth ppid
+// that started last at or before the child (pids are reused; start times
+// order births).
+func (b *builder) linkParents() {
 	byPID := map[int][]*pstate{}
 	for _, id := range b.order {
 		ps := b.procs[id]
 		byPID[id.PID] = append(byPID[id.PID], ps)
 	}
-	// Parent: the member with the birth ppid that started last at or
-	// before the child (pids are reused; start times order births).
 	for _, id := range b.order {
 		ps := b.procs[id]
 		var best *pstate
@@ -296,7 +314,21 @@ func (b *builder) finish() {
 			ps.p.Parent = &pid
 		}
 	}
-	// The payload's group and session.
+}
+
+// payload is the payload's root, group and session, which the left-group
+// and left-session flags compare to.
+type payload struct {
+	root     *pstate
+	pgid     int
+	sid      int
+	sidKnown bool
+}
+
+// findPayload finds the payload's group and session: the header's, else its
+// root's (the header's payload, else the earliest member with no parent).
+func (b *builder) findPayload() payload {
+	rec := b.rec
 	pgid := rec.Hold.PGID
 	sid, sidKnown := 0, rec.Hold.SID != nil
 	if sidKnown {
@@ -321,88 +353,104 @@ func (b *builder) finish() {
 			sid, sidKnown = root.p.SID, true
 		}
 	}
-	td, kill := rec.Hold.Times.TeardownStart, rec.Hold.Times.KillStart
-	for _, id := range b.order {
-		ps := b.procs[id]
-		p := &ps.p
-		if p.ExitTime.IsZero() && ps.sawExit {
-			p.ExitTime = p.FateAt
-		}
-		// Exit status.
-		switch {
-		case !ps.sawExit:
-		case p.ExitCode != nil:
-			p.ExitStatus = fmt.Sprintf("exit %d", *p.ExitCode)
-		case p.Signal != nil:
-			p.ExitStatus = SignalString(*p.Signal)
-		default:
-			p.ExitStatus = "unknown"
-		}
-		// Fate: written, else inferred.
-		if !ps.fateWritten {
-			p.FateInferred = true
-			switch {
-			case ps.killedAtBirth:
-				p.Fate, p.FateAt = FateKilledAtBirth, ps.birthAt
-			case !ps.sawExit:
-				p.Fate = FateUnknown
-			case td.IsZero() || p.ExitTime.Before(td):
-				p.Fate = FateExited
-			case ps == root && (rec.Hold.Cause == CauseExited || rec.Hold.Cause == CauseSignal):
-				// The hold ended because the root ended on its own; its
-				// exit may be reported only after the teardown began.
-				p.Fate = FateExited
-			case !kill.IsZero() && !p.ExitTime.Before(kill) && p.Signal != nil && *p.Signal == int(syscall.SIGKILL):
-				p.Fate = FateKill
-			default:
-				p.Fate = FateTerm
-			}
-			if p.FateAt.IsZero() && ps.sawExit {
-				p.FateAt = p.ExitTime
-			}
-		}
-		// Flags.
-		var flags []string
-		pgids, sids := ps.pgids, ps.sids
-		if ps != root {
-			pgids, sids = addID(pgids, ps.forkPGID), addID(sids, ps.forkSID)
-		}
-		differs := func(ids []int, ref int) bool {
-			return slices.ContainsFunc(ids, func(v int) bool { return v != ref })
-		}
-		if pgid != 0 && differs(pgids, pgid) {
-			flags = append(flags, FlagLeftGroup)
-		}
-		if sidKnown && differs(sids, sid) {
-			flags = append(flags, FlagLeftSession)
-		}
-		if len(p.LaterPPIDs) > 0 || b.orphaned(ps) {
-			flags = append(flags, FlagReparented)
-		}
-		if ps.reaped {
-			flags = append(flags, FlagReaped)
-		}
-		p.Flags = flags
-		// What the backend could not tell.
-		var unk []string
-		if !ps.sawFork {
-			unk = append(unk, "birth")
-		}
-		if p.UID == nil {
-			unk = append(unk, "uid")
-		}
-		if p.PGID == 0 {
-			unk = append(unk, "pgid")
-		}
-		if p.SID == 0 && !ps.sidKnown {
-			unk = append(unk, "sid")
-		}
-		if p.ExitStatus == "unknown" {
-			unk = append(unk, "exit_status")
-		}
-		p.Unknown = unk
+	return payload{root: root, pgid: pgid, sid: sid, sidKnown: sidKnown}
+}
+
+// setExitStatus words ps's exit status, when its exit was seen.
+func setExitStatus(ps *pstate) {
+	p := &ps.p
+	switch {
+	case !ps.sawExit:
+	case p.ExitCode != nil:
+		p.ExitStatus = fmt.Sprintf("exit %d", *p.ExitCode)
+	case p.Signal != nil:
+		p.ExitStatus = SignalString(*p.Signal)
+	default:
+		p.ExitStatus = "unknown"
 	}
-	// Sort: by start time, then first seen, then pid.
+}
+
+// inferFate gives ps, whose fate was not written, the fate its exit time
+// tells against the teardown's times.
+func (b *builder) inferFate(ps *pstate, root *pstate) {
+	rec := b.rec
+	td, kill := rec.Hold.Times.TeardownStart, rec.Hold.Times.KillStart
+	p := &ps.p
+	p.FateInferred = true
+	switch {
+	case ps.killedAtBirth:
+		p.Fate, p.FateAt = FateKilledAtBirth, ps.birthAt
+	case !ps.sawExit:
+		p.Fate = FateUnknown
+	case td.IsZero() || p.ExitTime.Before(td):
+		p.Fate = FateExited
+	case ps == root && (rec.Hold.Cause == CauseExited || rec.Hold.Cause == CauseSignal):
+		// The hold ended because the root ended on its own; its
+		// exit may be reported only after the teardown began.
+		p.Fate = FateExited
+	case !kill.IsZero() && !p.ExitTime.Before(kill) && p.Signal != nil && *p.Signal == int(syscall.SIGKILL):
+		p.Fate = FateKill
+	default:
+		p.Fate = FateTerm
+	}
+	if p.FateAt.IsZero() && ps.sawExit {
+		p.FateAt = p.ExitTime
+	}
+}
+
+// flags are ps's flags: left-group, left-session (against pl), reparented,
+// reaped.
+func (b *builder) flags(ps *pstate, pl payload) []string {
+	p := &ps.p
+	var flags []string
+	pgids, sids := ps.pgids, ps.sids
+	if ps != pl.root {
+		pgids, sids = addID(pgids, ps.forkPGID), addID(sids, ps.forkSID)
+	}
+	differs := func(ids []int, ref int) bool {
+		return slices.ContainsFunc(ids, func(v int) bool { return v != ref })
+	}
+	if pl.pgid != 0 && differs(pgids, pl.pgid) {
+		flags = append(flags, FlagLeftGroup)
+	}
+	if pl.sidKnown && differs(sids, pl.sid) {
+		flags = append(flags, FlagLeftSession)
+	}
+	if len(p.LaterPPIDs) > 0 || b.orphaned(ps) {
+		flags = append(flags, FlagReparented)
+	}
+	if ps.reaped {
+		flags = append(flags, FlagReaped)
+	}
+	return flags
+}
+
+// unknowns names what the backend could not tell about ps.
+func unknowns(ps *pstate) []string {
+	p := &ps.p
+	var unk []string
+	if !ps.sawFork {
+		unk = append(unk, "birth")
+	}
+	if p.UID == nil {
+		unk = append(unk, "uid")
+	}
+	if p.PGID == 0 {
+		unk = append(unk, "pgid")
+	}
+	if p.SID == 0 && !ps.sidKnown {
+		unk = append(unk, "sid")
+	}
+	if p.ExitStatus == "unknown" {
+		unk = append(unk, "exit_status")
+	}
+	return unk
+}
+
+// sortProcesses lists the processes by start time, then first seen, then
+// pid, and indexes them and the ones still alive.
+func (b *builder) sortProcesses() {
+	rec := b.rec
 	rec.Processes = make([]Process, 0, len(b.order))
 	for _, id := range b.order {
 		rec.Processes = append(rec.Processes, b.procs[id].p)
