@@ -94,7 +94,7 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 		}
 		set[st.Ident] = st
 	}
-	snap, err := tracker.TakeSnapshot()
+	snap, err := proc.TakeSnapshot()
 	if err != nil {
 		td.log.Warn().Err(err).Msg("cannot walk /proc; ending what the tracker and cgroup name")
 	}
@@ -194,7 +194,7 @@ func (td *teardown) over(live map[proc.Ident]proc.Stat) bool {
 // group: its leader, the payload's own process, still holds the pid (alive
 // or a zombie). Once that pid is free, a new process may take it and make
 // a group of the same number; that group is not ours.
-func (td *teardown) groupIsOurs(snap *tracker.Snapshot) bool {
+func (td *teardown) groupIsOurs(snap *proc.Snapshot) bool {
 	st, ok := snap.ByPID[td.pgid]
 	return ok && st.PID == td.root.PID && st.Start == td.root.Start
 }

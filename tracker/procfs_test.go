@@ -145,7 +145,7 @@ func TestAdoptedExitFromReap(t *testing.T) {
 	}}}
 	walk := func() {
 		t.Helper()
-		s, err := TakeSnapshot()
+		s, err := proc.TakeSnapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
