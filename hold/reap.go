@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -123,7 +124,7 @@ func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold st
 	if w != nil {
 		w.Reap(info)
 	}
-	td := &teardown{tr: tr, pgid: c.pgid, root: c.root, cg: openCgroup(c.cgroup), grace: grace, survivorWait: survivorWait, log: log, as: as}
+	td := &teardown{tr: tr, pgid: c.pgid, root: c.root, cg: cgroup.Open(c.cgroup), grace: grace, survivorWait: survivorWait, log: log, as: as}
 	if w != nil {
 		td.fate = w.Fate
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -152,8 +153,9 @@ type holdRun struct {
 	deviceHolders int       // holders found after teardown
 	lost          uint64    // events the tracker lost
 	memSource     MemSource // nil: /proc/meminfo
-	cg            *cgroup   // the payload's cgroup, if any
 	granted       time.Time // when the token was taken (zero: never)
+	// cg is the payload's cgroup, if any.
+	cg *cgroup.Cgroup
 }
 
 // acquire takes a ticket, waits for the token (event-driven) and ends the
@@ -425,11 +427,11 @@ func (h *holdRun) fail(code int, format string, a ...any) (Result, error) {
 
 // makeCgroup creates the payload's cgroup per --cgroup: auto uses one when
 // the host allows it, on requires one, off never makes one.
-func (h *holdRun) makeCgroup() (*cgroup, error) {
+func (h *holdRun) makeCgroup() (*cgroup.Cgroup, error) {
 	if h.o.Cgroup == "off" {
 		return nil, nil
 	}
-	cg, err := newCgroup(h.id)
+	cg, err := cgroup.New(h.id)
 	if err != nil {
 		if h.o.Cgroup == "on" {
 			return nil, fmt.Errorf("--cgroup=on but %v; run as root on cgroup v2, or use --cgroup=auto", err)
@@ -440,7 +442,7 @@ func (h *holdRun) makeCgroup() (*cgroup, error) {
 	return cg, nil
 }
 
-func cgroupPath(cg *cgroup) string {
+func cgroupPath(cg *cgroup.Cgroup) string {
 	if cg == nil {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -44,9 +45,9 @@ type Fate = tracker.Fate
 // teardown ends one lineage.
 type teardown struct {
 	tr           tracker.Tracker
-	pgid         int        // the payload's process group (0: none)
-	root         proc.Ident // the payload's own process, the group's leader
-	cg           *cgroup    // the payload's cgroup (nil: none)
+	pgid         int            // the payload's process group (0: none)
+	root         proc.Ident     // the payload's own process, the group's leader
+	cg           *cgroup.Cgroup // the payload's cgroup (nil: none)
 	grace        time.Duration
 	survivorWait time.Duration
 	log          zerolog.Logger
