@@ -18,6 +18,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/teardown"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -43,7 +44,7 @@ type Result struct {
 	HoldID   string
 	Record   string
 	Backend  string
-	Teardown Outcome
+	Teardown teardown.Outcome
 }
 
 // Error is a failure with the exit code it maps to.
@@ -372,10 +373,10 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		}
 	}()
 
-	td := &teardown{tr: tr, pgid: root.PID, root: root, cg: cg, grace: o.Grace, survivorWait: o.SurvivorWait, log: log, fate: h.rec.fate}
-	td.onKill = func(at time.Time) { h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.KillStart = at }) }
+	td := &teardown.Teardown{Tracker: tr, PGID: root.PID, Root: root, Cgroup: cg, Grace: o.Grace, SurvivorWait: o.SurvivorWait, Log: log, Fate: h.rec.fate}
+	td.OnKill = func(at time.Time) { h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *tracker.HoldInfo) { hi.Times.TeardownStart = time.Now() })
-	out := td.run()
+	out := td.Run()
 	h.res.Teardown = out
 	if !ended {
 		select {

@@ -1,10 +1,13 @@
+// Package teardown ends one payload's lineage: the tracked lineage, its
+// process group and its cgroup, TERM first, then KILL, with what will not
+// die recorded as a survivor.
 // teardown.go owns the teardown engine: the union of the tracked lineage,
 // the payload's process group and its cgroup is ended TERM first, then,
 // after a grace that waits on the live set, sealed and KILLed until a walk
 // finds nothing and the kernel's accounts (the cgroup, the tracker's) agree;
 // what will not die within a bound is recorded as a survivor. Everything is
 // signalled through pidfds opened after the start time was checked.
-package hold
+package teardown
 
 import (
 	"os"
@@ -39,24 +42,22 @@ const chaseInterval = 5 * time.Millisecond
 // large tree is not walked while it dies.
 const emptyWait = 2 * time.Second
 
-// Fate is how a process ended, as recorded.
-type Fate = tracker.Fate
-
-// teardown ends one lineage.
-type teardown struct {
-	tr           tracker.Tracker
-	pgid         int            // the payload's process group (0: none)
-	root         proc.Ident     // the payload's own process, the group's leader
-	cg           *cgroup.Cgroup // the payload's cgroup (nil: none)
-	grace        time.Duration
-	survivorWait time.Duration
-	log          zerolog.Logger
-	fate         func(id proc.Ident, f Fate, at time.Time) // may be nil
-	onKill       func(at time.Time)                        // called when the KILL pass begins; may be nil
-	group        *proc.Group                               // the payload's group (openGroup); nil: none
-	// as is the authority every signal and cgroup.kill is sent with (nil:
+// Teardown ends one lineage: the hold fills it in and calls Run once.
+type Teardown struct {
+	Tracker      tracker.Tracker
+	PGID         int            // the payload's process group (0: none)
+	Root         proc.Ident     // the payload's own process, the group's leader
+	Cgroup       *cgroup.Cgroup // the payload's cgroup (nil: none)
+	Grace        time.Duration
+	SurvivorWait time.Duration
+	Log          zerolog.Logger
+	Fate         func(id proc.Ident, f tracker.Fate, at time.Time) // may be nil
+	OnKill       func(at time.Time)                                // called when the KILL pass begins; may be nil
+	// As is the authority every signal and cgroup.kill is sent with (nil:
 	// this process's own): a dead holder's, when reaping its lineage.
-	as *proc.Authority
+	As *proc.Authority
+
+	group *proc.Group // the payload's group (openGroup); nil: none
 	// denied holds what the kernel refused to let us signal: left out of
 	// the targets from then on, and reported (Outcome.Denied).
 	denied   map[proc.Ident]proc.Stat
@@ -84,7 +85,7 @@ type Outcome struct {
 // targets is the union to end, now: live lineage members, live members of
 // the payload's group, live members of the cgroup; never the hold itself
 // or its own group. One walk of /proc serves all three.
-func (td *teardown) targets() map[proc.Ident]proc.Stat {
+func (td *Teardown) targets() map[proc.Ident]proc.Stat {
 	set := make(map[proc.Ident]proc.Stat)
 	add := func(st proc.Stat) {
 		if st.PID == td.selfPID || st.Dead() {
@@ -97,22 +98,22 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 	}
 	snap, err := proc.TakeSnapshot()
 	if err != nil {
-		td.log.Warn().Err(err).Msg("cannot walk /proc; ending what the tracker and cgroup name")
+		td.Log.Warn().Err(err).Msg("cannot walk /proc; ending what the tracker and cgroup name")
 	}
-	if td.tr != nil {
-		for _, st := range td.tr.LiveIn(snap) {
+	if td.Tracker != nil {
+		for _, st := range td.Tracker.LiveIn(snap) {
 			add(st)
 		}
 	}
-	if td.pgid > 0 && td.pgid != td.selfPGID && td.groupIsOurs(snap) {
+	if td.PGID > 0 && td.PGID != td.selfPGID && td.groupIsOurs(snap) {
 		for _, st := range snap.ByPID {
-			if st.PGID == td.pgid {
+			if st.PGID == td.PGID {
 				add(st)
 			}
 		}
 	}
-	if td.cg != nil {
-		for _, pid := range td.cg.PIDs() {
+	if td.Cgroup != nil {
+		for _, pid := range td.Cgroup.PIDs() {
 			if st, ok := snap.ByPID[pid]; ok {
 				add(st)
 			}
@@ -127,11 +128,11 @@ func (td *teardown) targets() map[proc.Ident]proc.Stat {
 // gone): the group's KILL then reaches its members even after the leader
 // died of its TERM. No group when there is none, it is the hold's own, or
 // its leader is gone.
-func (td *teardown) openGroup() {
-	if td.pgid <= 0 || td.pgid == td.selfPGID || td.pgid != td.root.PID {
+func (td *Teardown) openGroup() {
+	if td.PGID <= 0 || td.PGID == td.selfPGID || td.PGID != td.Root.PID {
 		return
 	}
-	if g, err := proc.OpenGroup(td.root); err == nil {
+	if g, err := proc.OpenGroup(td.Root); err == nil {
 		td.group = g
 	}
 }
@@ -141,16 +142,16 @@ func (td *teardown) openGroup() {
 // group, or none of it is left; false when it cannot be signalled: its
 // leader was gone before teardown, or a kernel older than 6.9. targets()
 // then finds the members by a walk).
-func (td *teardown) killGroup() bool {
-	if td.pgid <= 0 {
+func (td *Teardown) killGroup() bool {
+	if td.PGID <= 0 {
 		return true
 	}
 	if td.group == nil {
 		return false
 	}
-	err := td.as.Do(func() error { return td.group.Signal(syscall.SIGKILL) })
+	err := td.As.Do(func() error { return td.group.Signal(syscall.SIGKILL) })
 	if err != nil && err != proc.ErrGone {
-		td.log.Debug().Err(err).Int("pgid", td.pgid).Msg("cannot KILL the payload's group through its leader's pidfd; walking /proc for it")
+		td.Log.Debug().Err(err).Int("pgid", td.PGID).Msg("cannot KILL the payload's group through its leader's pidfd; walking /proc for it")
 		return false
 	}
 	return true
@@ -158,8 +159,8 @@ func (td *teardown) killGroup() bool {
 
 // account is the tracker's kernel-side account of its live members (see
 // tracker.Accounted); not known for a tracker that keeps none.
-func (td *teardown) account() (some, known bool) {
-	if a, ok := td.tr.(tracker.Accounted); ok {
+func (td *Teardown) account() (some, known bool) {
+	if a, ok := td.Tracker.(tracker.Accounted); ok {
 		return a.Account()
 	}
 	return false, false
@@ -167,7 +168,7 @@ func (td *teardown) account() (some, known bool) {
 
 // noneAlive reports whether the tracker can vouch, without a walk, that no
 // lineage member is alive.
-func (td *teardown) noneAlive() bool {
+func (td *Teardown) noneAlive() bool {
 	some, known := td.account()
 	return known && !some
 }
@@ -177,8 +178,8 @@ func (td *teardown) noneAlive() bool {
 // no live member. A walk alone can be outrun: a process that forks and
 // exits in a loop is born after the walk lists /proc and gone before it
 // reads the stat, every time.
-func (td *teardown) quiet() bool {
-	if td.cg != nil && !td.cg.WaitEmpty(0) {
+func (td *Teardown) quiet() bool {
+	if td.Cgroup != nil && !td.Cgroup.WaitEmpty(0) {
 		return false
 	}
 	some, known := td.account()
@@ -187,7 +188,7 @@ func (td *teardown) quiet() bool {
 
 // over reports whether a KILL pass has nothing left to end: the walk found
 // nothing alive, and the accounts agree.
-func (td *teardown) over(live map[proc.Ident]proc.Stat) bool {
+func (td *Teardown) over(live map[proc.Ident]proc.Stat) bool {
 	return len(live) == 0 && td.quiet()
 }
 
@@ -195,13 +196,13 @@ func (td *teardown) over(live map[proc.Ident]proc.Stat) bool {
 // group: its leader, the payload's own process, still holds the pid (alive
 // or a zombie). Once that pid is free, a new process may take it and make
 // a group of the same number; that group is not ours.
-func (td *teardown) groupIsOurs(snap *proc.Snapshot) bool {
-	st, ok := snap.ByPID[td.pgid]
-	return ok && st.PID == td.root.PID && st.Start == td.root.Start
+func (td *Teardown) groupIsOurs(snap *proc.Snapshot) bool {
+	st, ok := snap.ByPID[td.PGID]
+	return ok && st.PID == td.Root.PID && st.Start == td.Root.Start
 }
 
-// run performs the teardown.
-func (td *teardown) run() Outcome {
+// Run performs the teardown.
+func (td *Teardown) Run() Outcome {
 	out := Outcome{Start: time.Now()}
 	td.selfPID = os.Getpid()
 	td.selfPGID = syscall.Getpgrp()
@@ -213,7 +214,7 @@ func (td *teardown) run() Outcome {
 	}()
 	w, err := newWatcher()
 	if err != nil {
-		td.log.Warn().Err(err).Msg("epoll unavailable; teardown rescans on a timer")
+		td.Log.Warn().Err(err).Msg("epoll unavailable; teardown rescans on a timer")
 	}
 	stop := make(chan struct{})
 	defer func() {
@@ -222,9 +223,9 @@ func (td *teardown) run() Outcome {
 			w.close()
 		}
 	}()
-	if w != nil && td.tr != nil {
-		if err := w.follow(td.tr.Changed(), stop); err != nil {
-			td.log.Debug().Err(err).Msg("cannot follow tracker events; rescanning on a timer")
+	if w != nil && td.Tracker != nil {
+		if err := w.follow(td.Tracker.Changed(), stop); err != nil {
+			td.Log.Debug().Err(err).Msg("cannot follow tracker events; rescanning on a timer")
 		}
 	}
 	pending := make(map[proc.Ident]bool) // signalled, not yet seen dead
@@ -232,10 +233,10 @@ func (td *teardown) run() Outcome {
 	termed := make(map[proc.Ident]bool)
 
 	var live map[proc.Ident]proc.Stat
-	if td.grace > 0 || td.cg == nil {
+	if td.Grace > 0 || td.Cgroup == nil {
 		live = td.targets()
 	}
-	if td.grace > 0 {
+	if td.Grace > 0 {
 		// 1. TERM to everything alive now. Members seen stopped (SIGSTOP,
 		// a job stopped at a terminal) are sent CONT first, before anything
 		// gets TERM: stopped, a member would sit out the grace without
@@ -256,7 +257,7 @@ func (td *teardown) run() Outcome {
 				termed[id] = true
 			}
 		}
-		td.log.Info().Int("processes", out.Termed).Dur("grace", td.grace).Msg("TERM sent")
+		td.Log.Info().Int("processes", out.Termed).Dur("grace", td.Grace).Msg("TERM sent")
 		// 2. Grace: wait on the live set until it is empty or the grace
 		// runs out.
 		live = td.graceWait(w, live, pending, killed)
@@ -269,9 +270,9 @@ func (td *teardown) run() Outcome {
 	// grace and a cgroup, the cgroup is killed before anything is walked:
 	// the kernel ends its members at once, and the walks that follow only
 	// look for what is outside it.
-	if td.tr != nil {
-		if err := td.tr.Seal(); err != nil {
-			td.log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
+	if td.Tracker != nil {
+		if err := td.Tracker.Seal(); err != nil {
+			td.Log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
 		}
 	}
 	if live != nil && td.over(live) {
@@ -294,29 +295,29 @@ func (td *teardown) run() Outcome {
 				}
 			}
 		}
-		if td.onKill != nil {
-			td.onKill(killStart)
+		if td.OnKill != nil {
+			td.OnKill(killStart)
 		}
 		for {
 			out.Passes++
 			// Everything known alive at the start of a pass is KILLed, by
 			// cgroup.kill (atomic against forks racing it) or its pidfd.
 			markKilled(live)
-			if td.cg != nil {
+			if td.Cgroup != nil {
 				for id, st := range live {
 					if st.State == 'Z' { // alive, its main thread gone: see emptyWait
 						td.send(w, id, syscall.SIGKILL)
 					}
 				}
-				if err := td.as.Do(td.cg.Kill); err != nil {
-					td.log.Warn().Err(err).Str("cgroup", td.cg.Path).Msg("cgroup.kill failed")
+				if err := td.As.Do(td.Cgroup.Kill); err != nil {
+					td.Log.Warn().Err(err).Str("cgroup", td.Cgroup.Path).Msg("cgroup.kill failed")
 				} else {
 					out.CgroupKilled = true
 				}
 				// The group is sent KILL once the cgroup is empty: its
 				// members inside are zombies by then, and signalling
 				// 10,000 dying processes twice costs the kernel's time.
-				empty := td.cg.WaitEmpty(min(emptyWait, td.survivorWait-time.Since(killStart)))
+				empty := td.Cgroup.WaitEmpty(min(emptyWait, td.SurvivorWait-time.Since(killStart)))
 				groupKilled := td.killGroup()
 				if empty && groupKilled && td.noneAlive() {
 					// The cgroup is empty, the kernel resolved the group's
@@ -338,10 +339,10 @@ func (td *teardown) run() Outcome {
 			for id := range live {
 				td.send(w, id, syscall.SIGKILL)
 			}
-			if td.over(live) || time.Since(killStart) > td.survivorWait {
+			if td.over(live) || time.Since(killStart) > td.SurvivorWait {
 				break
 			}
-			td.wait(w, live, td.survivorWait-time.Since(killStart))
+			td.wait(w, live, td.SurvivorWait-time.Since(killStart))
 			live = td.refresh(w, live, &lastWalk)
 			td.settle(pending, live, killed)
 			if td.over(live) {
@@ -349,10 +350,10 @@ func (td *teardown) run() Outcome {
 			}
 		}
 		if out.Passes > 1 {
-			td.log.Info().Int("passes", out.Passes).Msg("KILL passes")
+			td.Log.Info().Int("passes", out.Passes).Msg("KILL passes")
 		}
 		if len(live) == 0 && !td.quiet() {
-			td.log.Error().Dur("survivor_wait", td.survivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
+			td.Log.Error().Dur("survivor_wait", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
 		}
 	}
 	td.settle(pending, live, killed)
@@ -383,8 +384,8 @@ func (td *teardown) run() Outcome {
 // the full union is recomputed when the pidfds say everything is gone (to
 // find newborns before concluding), and at most every rescanInterval
 // otherwise, so a large tree dying one by one does not cost a walk per exit.
-func (td *teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending, killed map[proc.Ident]bool) map[proc.Ident]proc.Stat {
-	graceEnd := time.Now().Add(td.grace)
+func (td *Teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending, killed map[proc.Ident]bool) map[proc.Ident]proc.Stat {
+	graceEnd := time.Now().Add(td.Grace)
 	td.settle(pending, live, killed)
 	lastWalk := time.Now()
 	for len(live) > 0 && time.Now().Before(graceEnd) {
@@ -398,8 +399,8 @@ func (td *teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending
 // polls reports whether waiting must also wake on a timer to find
 // newborns: the tracker cannot report births (procfs), or the watcher
 // cannot hold a pidfd for every member.
-func (td *teardown) polls(w *watcher) bool {
-	return td.tr == nil || td.tr.Changed() == nil || w == nil || w.full()
+func (td *Teardown) polls(w *watcher) bool {
+	return td.Tracker == nil || td.Tracker.Changed() == nil || w == nil || w.full()
 }
 
 // refresh is the live set after a wait. Exits come from the pidfds; the
@@ -407,7 +408,7 @@ func (td *teardown) polls(w *watcher) bool {
 // and outsiders before concluding), and otherwise at most every
 // rescanInterval: when the tracker reported a change, or on the timer for a
 // tracker that cannot report births. Never once per exit.
-func (td *teardown) refresh(w *watcher, live map[proc.Ident]proc.Stat, lastWalk *time.Time) map[proc.Ident]proc.Stat {
+func (td *Teardown) refresh(w *watcher, live map[proc.Ident]proc.Stat, lastWalk *time.Time) map[proc.Ident]proc.Stat {
 	if w != nil && !w.full() {
 		live = w.stillAlive(live)
 	}
@@ -421,14 +422,14 @@ func (td *teardown) refresh(w *watcher, live map[proc.Ident]proc.Stat, lastWalk 
 
 // send signals id through a verified pidfd (watched when possible), with
 // the teardown's authority. A refusal puts id among the denied.
-func (td *teardown) send(w *watcher, id proc.Ident, sig syscall.Signal) bool {
+func (td *Teardown) send(w *watcher, id proc.Ident, sig syscall.Signal) bool {
 	var err error
 	if w != nil {
-		err = w.signal(id, sig, td.as)
+		err = w.signal(id, sig, td.As)
 	} else if h, oerr := proc.Open(id); oerr != nil {
 		err = oerr
 	} else {
-		err = td.as.Signal(h, sig)
+		err = td.As.Signal(h, sig)
 		h.Close()
 	}
 	if proc.Denied(err) {
@@ -438,19 +439,19 @@ func (td *teardown) send(w *watcher, id proc.Ident, sig syscall.Signal) bool {
 }
 
 // deny notes that the kernel refused to let the teardown signal id.
-func (td *teardown) deny(id proc.Ident) {
+func (td *Teardown) deny(id proc.Ident) {
 	if td.denied == nil {
 		td.denied = make(map[proc.Ident]proc.Stat)
 	}
 	st, _ := proc.ReadStat(id.PID)
 	td.denied[id] = st
-	td.log.Warn().Int("pid", id.PID).Uint64("start", id.Start).Str("comm", st.Comm).Int("uid", proc.UID(id.PID)).
+	td.Log.Warn().Int("pid", id.PID).Uint64("start", id.Start).Str("comm", st.Comm).Int("uid", proc.UID(id.PID)).
 		Msg("the kernel refused to let this teardown signal this process: it runs as a user this teardown may not signal")
 }
 
 // wait blocks until a member exits, the tracker reports a change, or the
 // rescan interval (for newborns) or limit passes.
-func (td *teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.Duration) {
+func (td *Teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.Duration) {
 	if limit <= 0 {
 		return
 	}
@@ -477,7 +478,7 @@ func (td *teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.D
 
 // settle records the fate of signalled processes that are no longer live:
 // those that died after TERM only are "term".
-func (td *teardown) settle(pending map[proc.Ident]bool, live map[proc.Ident]proc.Stat, killed map[proc.Ident]bool) {
+func (td *Teardown) settle(pending map[proc.Ident]bool, live map[proc.Ident]proc.Stat, killed map[proc.Ident]bool) {
 	for id := range pending {
 		if _, ok := live[id]; ok {
 			continue
@@ -489,8 +490,8 @@ func (td *teardown) settle(pending map[proc.Ident]bool, live map[proc.Ident]proc
 	}
 }
 
-func (td *teardown) note(id proc.Ident, f Fate) {
-	if td.fate != nil {
-		td.fate(id, f, time.Now())
+func (td *Teardown) note(id proc.Ident, f tracker.Fate) {
+	if td.Fate != nil {
+		td.Fate(id, f, time.Now())
 	}
 }
