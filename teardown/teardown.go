@@ -201,9 +201,20 @@ func (td *Teardown) groupIsOurs(snap *proc.Snapshot) bool {
 	return ok && st.PID == td.Root.PID && st.Start == td.Root.Start
 }
 
-// Run performs the teardown.
+// run is what one Run carries from phase to phase.
+type run struct {
+	out     Outcome
+	w       *watcher                 // nil: waits rescan on a timer
+	live    map[proc.Ident]proc.Stat // the union alive, as last seen
+	pending map[proc.Ident]bool      // signalled, not yet seen dead
+	killed  map[proc.Ident]bool
+	termed  map[proc.Ident]bool
+}
+
+// Run performs the teardown: TERM and the grace, then the seal and the
+// KILL passes, then what survived.
 func (td *Teardown) Run() Outcome {
-	out := Outcome{Start: time.Now()}
+	r := &run{out: Outcome{Start: time.Now()}, pending: map[proc.Ident]bool{}, killed: map[proc.Ident]bool{}, termed: map[proc.Ident]bool{}}
 	td.selfPID = os.Getpid()
 	td.selfPGID = syscall.Getpgrp()
 	td.openGroup()
@@ -212,70 +223,21 @@ func (td *Teardown) Run() Outcome {
 			td.group.Close()
 		}
 	}()
-	w, err := newWatcher()
-	if err != nil {
-		td.Log.Warn().Err(err).Msg("epoll unavailable; teardown rescans on a timer")
-	}
-	stop := make(chan struct{})
-	defer func() {
-		close(stop)
-		if w != nil {
-			w.close()
-		}
-	}()
-	if w != nil && td.Tracker != nil {
-		if err := w.follow(td.Tracker.Changed(), stop); err != nil {
-			td.Log.Debug().Err(err).Msg("cannot follow tracker events; rescanning on a timer")
-		}
-	}
-	pending := make(map[proc.Ident]bool) // signalled, not yet seen dead
-	killed := make(map[proc.Ident]bool)
-	termed := make(map[proc.Ident]bool)
+	var stop func()
+	r.w, stop = td.watch()
+	defer stop()
 
-	var live map[proc.Ident]proc.Stat
 	if td.Grace > 0 || td.Cgroup == nil {
-		live = td.targets()
+		r.live = td.targets()
 	}
 	if td.Grace > 0 {
-		// 1. TERM to everything alive now. Members seen stopped (SIGSTOP,
-		// a job stopped at a terminal) are sent CONT first, before anything
-		// gets TERM: stopped, a member would sit out the grace without
-		// acting on its TERM; and a parent dying of its TERM can orphan a
-		// process group, whose stopped members the kernel ends with HUP
-		// before their TERM handlers can run. Newborns during the grace are
-		// tracked and waited on, but not sent TERM. (With no grace, TERM
-		// would give nothing time to act on it: straight to KILL.)
-		for id, st := range live {
-			if st.State == 'T' {
-				td.send(w, id, syscall.SIGCONT)
-			}
-		}
-		for id := range live {
-			if td.send(w, id, syscall.SIGTERM) {
-				out.Termed++
-				pending[id] = true
-				termed[id] = true
-			}
-		}
-		td.Log.Info().Int("processes", out.Termed).Dur("grace", td.Grace).Msg("TERM sent")
+		td.term(r)
 		// 2. Grace: wait on the live set until it is empty or the grace
 		// runs out.
-		live = td.graceWait(w, live, pending, killed)
+		r.live = td.graceWait(r.w, r.live, r.pending, r.killed)
 	}
-
-	// 3. Seal, then KILL until the union is empty or the survivor bound.
-	// The seal comes first, whatever the grace left: from then on the eBPF
-	// lineage cannot grow and procfs's reaper has stopped, so the trackers'
-	// accounts can say whether something no walk found is alive. With no
-	// grace and a cgroup, the cgroup is killed before anything is walked:
-	// the kernel ends its members at once, and the walks that follow only
-	// look for what is outside it.
-	if td.Tracker != nil {
-		if err := td.Tracker.Seal(); err != nil {
-			td.Log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
-		}
-	}
-	if live != nil && td.over(live) {
+	td.seal()
+	if r.live != nil && td.over(r.live) {
 		// Nothing a walk or an account sees is alive. The group's KILL
 		// goes all the same: the kernel resolves its members at that
 		// instant (atomically against their forks), and a dead holder's
@@ -283,100 +245,186 @@ func (td *Teardown) Run() Outcome {
 		// loop outside any cgroup.
 		td.killGroup()
 	} else {
-		killStart := time.Now()
-		lastWalk := killStart
-		markKilled := func(live map[proc.Ident]proc.Stat) {
-			for id := range live {
-				if !killed[id] {
-					killed[id] = true
-					out.Killed++
-					pending[id] = true
-					td.note(id, tracker.FateKill)
-				}
-			}
-		}
-		if td.OnKill != nil {
-			td.OnKill(killStart)
-		}
-		for {
-			out.Passes++
-			// Everything known alive at the start of a pass is KILLed, by
-			// cgroup.kill (atomic against forks racing it) or its pidfd.
-			markKilled(live)
-			if td.Cgroup != nil {
-				for id, st := range live {
-					if st.State == 'Z' { // alive, its main thread gone: see emptyWait
-						td.send(w, id, syscall.SIGKILL)
-					}
-				}
-				if err := td.As.Do(td.Cgroup.Kill); err != nil {
-					td.Log.Warn().Err(err).Str("cgroup", td.Cgroup.Path).Msg("cgroup.kill failed")
-				} else {
-					out.CgroupKilled = true
-				}
-				// The group is sent KILL once the cgroup is empty: its
-				// members inside are zombies by then, and signalling
-				// 10,000 dying processes twice costs the kernel's time.
-				empty := td.Cgroup.WaitEmpty(min(emptyWait, td.SurvivorWait-time.Since(killStart)))
-				groupKilled := td.killGroup()
-				if empty && groupKilled && td.noneAlive() {
-					// The cgroup is empty, the kernel resolved the group's
-					// members for the KILL, and the tracker's kernel account
-					// says no lineage member lives outside both: nothing
-					// in the union is left to find, so no walk of /proc.
-					live = map[proc.Ident]proc.Stat{}
-				} else {
-					live = td.targets() // what is left is outside the cgroup
-				}
-				markKilled(live)
-			} else {
-				// The kernel resolves the group's members at the instant
-				// of the KILL: a walk can miss a member that forks and
-				// exits in a loop, and no subreaper holds it for a hold
-				// that is reaping a dead holder's lineage.
-				td.killGroup()
-			}
-			for id := range live {
-				td.send(w, id, syscall.SIGKILL)
-			}
-			if td.over(live) || time.Since(killStart) > td.SurvivorWait {
-				break
-			}
-			td.wait(w, live, td.SurvivorWait-time.Since(killStart))
-			live = td.refresh(w, live, &lastWalk)
-			td.settle(pending, live, killed)
-			if td.over(live) {
-				break
-			}
-		}
-		if out.Passes > 1 {
-			td.Log.Info().Int("passes", out.Passes).Msg("KILL passes")
-		}
-		if len(live) == 0 && !td.quiet() {
-			td.Log.Error().Dur("survivor_wait", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
+		td.killPasses(r)
+	}
+	td.survivors(r)
+	return r.out
+}
+
+// watch opens the watcher the waits block on, woken by the tracker's
+// changes too; the returned func closes both. Without epoll (nil watcher)
+// the waits rescan on a timer.
+func (td *Teardown) watch() (*watcher, func()) {
+	w, err := newWatcher()
+	if err != nil {
+		td.Log.Warn().Err(err).Msg("epoll unavailable; teardown rescans on a timer")
+	}
+	stop := make(chan struct{})
+	if w != nil && td.Tracker != nil {
+		if err := w.follow(td.Tracker.Changed(), stop); err != nil {
+			td.Log.Debug().Err(err).Msg("cannot follow tracker events; rescanning on a timer")
 		}
 	}
-	td.settle(pending, live, killed)
-	for _, st := range live {
-		out.Survivors = append(out.Survivors, st)
+	return w, func() {
+		close(stop)
+		if w != nil {
+			w.close()
+		}
+	}
+}
+
+// term is phase 1: TERM to everything alive now. Members seen stopped
+// (SIGSTOP, a job stopped at a terminal) are sent CONT first, before
+// anything gets TERM: stopped, a member would sit out the grace without
+// acting on its TERM; and a parent dying of its TERM can orphan a process
+// group, whose stopped members the kernel ends with HUP before their TERM
+// handlers can run. Newborns during the grace are tracked and waited on,
+// but not sent TERM. (With no grace, TERM would give nothing time to act
+// on it: Run goes straight to KILL.)
+func (td *Teardown) term(r *run) {
+	for id, st := range r.live {
+		if st.State == 'T' {
+			td.send(r.w, id, syscall.SIGCONT)
+		}
+	}
+	for id := range r.live {
+		if td.send(r.w, id, syscall.SIGTERM) {
+			r.out.Termed++
+			r.pending[id] = true
+			r.termed[id] = true
+		}
+	}
+	td.Log.Info().Int("processes", r.out.Termed).Dur("grace", td.Grace).Msg("TERM sent")
+}
+
+// seal is phase 3's start: seal, then KILL until the union is empty or
+// the survivor bound. The seal comes first, whatever the grace left: from
+// then on the eBPF lineage cannot grow and procfs's reaper has stopped, so
+// the trackers' accounts can say whether something no walk found is
+// alive. With no grace and a cgroup, the cgroup is killed before anything
+// is walked: the kernel ends its members at once, and the walks that
+// follow only look for what is outside it.
+func (td *Teardown) seal() {
+	if td.Tracker != nil {
+		if err := td.Tracker.Seal(); err != nil {
+			td.Log.Warn().Err(err).Msg("cannot seal the lineage; repeating KILL passes")
+		}
+	}
+}
+
+// killPasses is phase 3: KILL passes until nothing is left, the accounts
+// agree, or the survivor bound runs out.
+func (td *Teardown) killPasses(r *run) {
+	killStart := time.Now()
+	lastWalk := killStart
+	if td.OnKill != nil {
+		td.OnKill(killStart)
+	}
+	for {
+		r.out.Passes++
+		td.killPass(r, killStart)
+		if td.over(r.live) || time.Since(killStart) > td.SurvivorWait {
+			break
+		}
+		td.wait(r.w, r.live, td.SurvivorWait-time.Since(killStart))
+		r.live = td.refresh(r.w, r.live, &lastWalk)
+		td.settle(r.pending, r.live, r.killed)
+		if td.over(r.live) {
+			break
+		}
+	}
+	if r.out.Passes > 1 {
+		td.Log.Info().Int("passes", r.out.Passes).Msg("KILL passes")
+	}
+	if len(r.live) == 0 && !td.quiet() {
+		td.Log.Error().Dur("survivor_wait", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
+	}
+}
+
+// killPass is one KILL pass: everything known alive at its start is
+// KILLed, by cgroup.kill (atomic against forks racing it) or its pidfd.
+func (td *Teardown) killPass(r *run, killStart time.Time) {
+	td.markKilled(r)
+	if td.Cgroup != nil {
+		td.killCgroup(r, killStart)
+	} else {
+		// The kernel resolves the group's members at the instant
+		// of the KILL: a walk can miss a member that forks and
+		// exits in a loop, and no subreaper holds it for a hold
+		// that is reaping a dead holder's lineage.
+		td.killGroup()
+	}
+	for id := range r.live {
+		td.send(r.w, id, syscall.SIGKILL)
+	}
+}
+
+// killCgroup is a pass's cgroup.kill, then the group's KILL, and the live
+// set left outside both.
+func (td *Teardown) killCgroup(r *run, killStart time.Time) {
+	for id, st := range r.live {
+		if st.State == 'Z' { // alive, its main thread gone: see emptyWait
+			td.send(r.w, id, syscall.SIGKILL)
+		}
+	}
+	if err := td.As.Do(td.Cgroup.Kill); err != nil {
+		td.Log.Warn().Err(err).Str("cgroup", td.Cgroup.Path).Msg("cgroup.kill failed")
+	} else {
+		r.out.CgroupKilled = true
+	}
+	// The group is sent KILL once the cgroup is empty: its
+	// members inside are zombies by then, and signalling
+	// 10,000 dying processes twice costs the kernel's time.
+	empty := td.Cgroup.WaitEmpty(min(emptyWait, td.SurvivorWait-time.Since(killStart)))
+	groupKilled := td.killGroup()
+	if empty && groupKilled && td.noneAlive() {
+		// The cgroup is empty, the kernel resolved the group's
+		// members for the KILL, and the tracker's kernel account
+		// says no lineage member lives outside both: nothing
+		// in the union is left to find, so no walk of /proc.
+		r.live = map[proc.Ident]proc.Stat{}
+	} else {
+		r.live = td.targets() // what is left is outside the cgroup
+	}
+	td.markKilled(r)
+}
+
+// markKilled counts and notes as KILLed every live member not KILLed yet.
+func (td *Teardown) markKilled(r *run) {
+	for id := range r.live {
+		if !r.killed[id] {
+			r.killed[id] = true
+			r.out.Killed++
+			r.pending[id] = true
+			td.note(id, tracker.FateKill)
+		}
+	}
+}
+
+// survivors is phase 4: what is still alive after the survivor bound, and
+// what the kernel would not let the teardown signal, is on record as a
+// survivor; never a token released while it runs unreported.
+func (td *Teardown) survivors(r *run) {
+	td.settle(r.pending, r.live, r.killed)
+	for _, st := range r.live {
+		r.out.Survivors = append(r.out.Survivors, st)
 		td.note(st.Ident, tracker.FateSurvivor)
 	}
-	for id := range termed {
-		killed[id] = true // killed now holds every process signalled
+	for id := range r.termed {
+		r.killed[id] = true // killed now holds every process signalled
 	}
 	for id, st := range td.denied {
 		if proc.Alive(id) {
 			// Reported as a survivor too: never a token released while it
 			// runs unreported.
-			out.Denied = append(out.Denied, st)
-			out.Survivors = append(out.Survivors, st)
+			r.out.Denied = append(r.out.Denied, st)
+			r.out.Survivors = append(r.out.Survivors, st)
 			td.note(id, tracker.FateSurvivor)
 		}
 	}
-	out.Ended = len(killed)
-	sort.Slice(out.Survivors, func(i, j int) bool { return out.Survivors[i].PID < out.Survivors[j].PID })
-	out.End = time.Now()
-	return out
+	r.out.Ended = len(r.killed)
+	sort.Slice(r.out.Survivors, func(i, j int) bool { return r.out.Survivors[i].PID < r.out.Survivors[j].PID })
+	r.out.End = time.Now()
 }
 
 // graceWait waits, event-driven, until the live set is empty or the grace
