@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"syscall"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -41,7 +42,7 @@ func checkCommand(name string) error {
 
 // launch starts cmd under tr (and in cg when not nil) and returns the
 // payload's identity.
-func launch(o *Options, tr tracker.Tracker, cg *cgroup, env []string) (*exec.Cmd, proc.Ident, error) {
+func launch(o *Options, tr tracker.Tracker, cg *cgroup.Cgroup, env []string) (*exec.Cmd, proc.Ident, error) {
 	cmd := exec.Command(o.Cmd[0], o.Cmd[1:]...)
 	cmd.Stdin = nil // os/exec connects /dev/null
 	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
@@ -55,7 +56,7 @@ func launch(o *Options, tr tracker.Tracker, cg *cgroup, env []string) (*exec.Cmd
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cg != nil {
 		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = cg.fd
+		cmd.SysProcAttr.CgroupFD = cg.FD()
 	}
 	if err := tr.Prepare(cmd); err != nil {
 		return nil, proc.Ident{}, err

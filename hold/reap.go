@@ -16,9 +16,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/teardown"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -103,7 +105,7 @@ func foreignLineage(d queue.Ticket, rh record.ReapedHold, err error) record.Reap
 
 // endClaimed runs the teardown over what c claims, with authority as, and
 // appends the reaping to the dead holder's record when that is its own.
-func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) (Outcome, record.ReapInfo) {
+func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold string, grace, survivorWait time.Duration, log zerolog.Logger) (teardown.Outcome, record.ReapInfo) {
 	self, _ := proc.Self()
 	host, _ := os.Hostname()
 	info := record.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Started: time.Now()}
@@ -124,13 +126,13 @@ func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold st
 	if w != nil {
 		w.Reap(info)
 	}
-	td := &teardown{tr: tr, pgid: c.pgid, root: c.root, cg: openCgroup(c.cgroup), grace: grace, survivorWait: survivorWait, log: log, as: as}
+	td := &teardown.Teardown{Tracker: tr, PGID: c.pgid, Root: c.root, Cgroup: cgroup.Open(c.cgroup), Grace: grace, SurvivorWait: survivorWait, Log: log, As: as}
 	if w != nil {
-		td.fate = w.Fate
+		td.Fate = w.Fate
 	}
-	out := td.run()
-	if td.cg != nil {
-		td.cg.Remove(time.Second)
+	out := td.Run()
+	if td.Cgroup != nil {
+		td.Cgroup.Remove(time.Second)
 	}
 	// Unpin and close the lineage before the record: the exits still in a
 	// pinned lineage's ring buffer go to the dead holder's record.

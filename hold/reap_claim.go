@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
@@ -84,7 +85,7 @@ func untrustedRecord(f safefs.Info, uid int) string {
 // and a directory that uid owns (root's for a root hold: a user's ticket
 // never reaches the cgroup of a root hold, live or dead).
 func untrustedCgroup(path, id string, uid int) string {
-	mnt := CgroupMount()
+	mnt := cgroup.Mount()
 	clean := filepath.Clean(path)
 	if mnt == "" || id == "" || filepath.Base(clean) != "gpu-hold-"+id || !strings.HasPrefix(clean, filepath.Clean(mnt)+"/") {
 		return "gpu-hold did not make it for this hold"
@@ -111,7 +112,7 @@ func (c *claim) evidence(st proc.Stat) bool {
 	if c.cgroup == "" {
 		return false
 	}
-	for _, pid := range openCgroup(c.cgroup).PIDs() {
+	for _, pid := range cgroup.Open(c.cgroup).PIDs() {
 		if pid == st.PID {
 			return true
 		}

@@ -15,9 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/teardown"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -29,7 +31,7 @@ type Result struct {
 	HoldID   string
 	Record   string
 	Backend  string
-	Teardown Outcome
+	Teardown teardown.Outcome
 }
 
 // Error is a failure with the exit code it maps to.
@@ -139,8 +141,9 @@ type holdRun struct {
 	deviceHolders int       // holders found after teardown
 	lost          uint64    // events the tracker lost
 	memSource     MemSource // nil: /proc/meminfo
-	cg            *cgroup   // the payload's cgroup, if any
 	granted       time.Time // when the token was taken (zero: never)
+	// cg is the payload's cgroup, if any.
+	cg *cgroup.Cgroup
 }
 
 // acquire takes a ticket, waits for the token (event-driven) and ends the
@@ -357,10 +360,10 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		}
 	}()
 
-	td := &teardown{tr: tr, pgid: root.PID, root: root, cg: cg, grace: o.Grace, survivorWait: o.SurvivorWait, log: log, fate: h.rec.fate}
-	td.onKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
+	td := &teardown.Teardown{Tracker: tr, PGID: root.PID, Root: root, Cgroup: cg, Grace: o.Grace, SurvivorWait: o.SurvivorWait, Log: log, Fate: h.rec.fate}
+	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
-	out := td.run()
+	out := td.Run()
 	h.res.Teardown = out
 	if !ended {
 		select {
@@ -412,11 +415,11 @@ func (h *holdRun) fail(code int, format string, a ...any) (Result, error) {
 
 // makeCgroup creates the payload's cgroup per --cgroup: auto uses one when
 // the host allows it, on requires one, off never makes one.
-func (h *holdRun) makeCgroup() (*cgroup, error) {
+func (h *holdRun) makeCgroup() (*cgroup.Cgroup, error) {
 	if h.o.Cgroup == "off" {
 		return nil, nil
 	}
-	cg, err := newCgroup(h.id)
+	cg, err := cgroup.New(h.id)
 	if err != nil {
 		if h.o.Cgroup == "on" {
 			return nil, fmt.Errorf("--cgroup=on but %v; run as root on cgroup v2, or use --cgroup=auto", err)
@@ -427,7 +430,7 @@ func (h *holdRun) makeCgroup() (*cgroup, error) {
 	return cg, nil
 }
 
-func cgroupPath(cg *cgroup) string {
+func cgroupPath(cg *cgroup.Cgroup) string {
 	if cg == nil {
 		return ""
 	}

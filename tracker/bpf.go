@@ -166,7 +166,7 @@ func (t *bpfTracker) Live() ([]proc.Stat, error) {
 // LiveIn is Live over the caller's walk: no stat is read per member the
 // walk saw. A member it did not see (born after it listed /proc) is read
 // on its own: a process that forks and exits in a loop is never in a walk.
-func (t *bpfTracker) LiveIn(s *Snapshot) []proc.Stat {
+func (t *bpfTracker) LiveIn(s *proc.Snapshot) []proc.Stat {
 	ms, err := t.l.Members()
 	if err != nil {
 		live, _ := t.Live()

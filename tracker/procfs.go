@@ -164,7 +164,7 @@ func holdCPU() time.Duration {
 // Live walks /proc once: the descendants of the hold, plus every member
 // seen before that is still alive, minus zombies. Adopted zombies are reaped.
 func (t *procTracker) Live() ([]proc.Stat, error) {
-	s, err := TakeSnapshot()
+	s, err := proc.TakeSnapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (t *procTracker) Live() ([]proc.Stat, error) {
 // LiveIn is Live over the caller's walk, plus the hold's children it did
 // not list. Those are looked up last, after the reaps, so that a teardown
 // signals what they hold at once.
-func (t *procTracker) LiveIn(s *Snapshot) []proc.Stat {
+func (t *procTracker) LiveIn(s *proc.Snapshot) []proc.Stat {
 	live, reap := t.members(s)
 	t.reapAll(reap, min(runtime.GOMAXPROCS(0), len(reap)/parallelReap+1))
 	return append(live, t.unlisted(s)...)
@@ -184,7 +184,7 @@ func (t *procTracker) LiveIn(s *Snapshot) []proc.Stat {
 // (born after it listed /proc), and reaps the zombies among them. A process
 // that forks and exits in a loop is never in a walk, but one of its
 // generations is always among the hold's children.
-func (t *procTracker) unlisted(s *Snapshot) (live []proc.Stat) {
+func (t *procTracker) unlisted(s *proc.Snapshot) (live []proc.Stat) {
 	t.adopted(func(pid int) {
 		if _, listed := s.ByPID[pid]; listed {
 			return
@@ -225,14 +225,14 @@ func (t *procTracker) reapAll(reap []proc.Stat, workers int) {
 // Every other zombie below the hold has its exit recorded from its own
 // stat; an adopted one's is recorded when the hold reaps it, from the
 // exact status the reap returns.
-func (t *procTracker) members(s *Snapshot) (live []proc.Stat, reap []proc.Stat) {
+func (t *procTracker) members(s *proc.Snapshot) (live []proc.Stat, reap []proc.Stat) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// Everything below the hold is the payload's: the hold starts nothing
 	// else, and orphans come to it.
 	found := make(map[proc.Ident]bool, len(t.byPID)+16)
-	s.descend([]int{t.self}, func(st proc.Stat) bool {
+	s.Descend([]int{t.self}, func(st proc.Stat) bool {
 		if st.Dead() {
 			if st.PPID == t.self && st.PID != t.root.PID {
 				found[st.Ident] = true // its exit is recorded by its reap (LiveIn)

@@ -146,7 +146,7 @@ func TestAdoptedExitFromReap(t *testing.T) {
 	}}}
 	walk := func() {
 		t.Helper()
-		s, err := TakeSnapshot()
+		s, err := proc.TakeSnapshot()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,7 +95,7 @@ func (t *staticTracker) Counters() record.Counters {
 // Live walks /proc: known members that are still the same process, and
 // every live descendant of one.
 func (t *staticTracker) Live() ([]proc.Stat, error) {
-	s, err := TakeSnapshot()
+	s, err := proc.TakeSnapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (t *staticTracker) Live() ([]proc.Stat, error) {
 }
 
 // LiveIn is Live over the caller's walk.
-func (t *staticTracker) LiveIn(s *Snapshot) []proc.Stat {
+func (t *staticTracker) LiveIn(s *proc.Snapshot) []proc.Stat {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var live []proc.Stat
@@ -126,7 +126,7 @@ func (t *staticTracker) LiveIn(s *Snapshot) []proc.Stat {
 			live = append(live, st)
 		}
 	}
-	s.descend(roots, func(st proc.Stat) bool {
+	s.Descend(roots, func(st proc.Stat) bool {
 		if t.members[st.Ident] {
 			return false // already counted, and its subtree with it
 		}

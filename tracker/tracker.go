@@ -35,7 +35,7 @@ type Tracker interface {
 	Live() ([]proc.Stat, error)
 	// LiveIn is Live as seen by walk s, taken by the caller (a teardown
 	// pass takes one walk and looks up the lineage, group and cgroup in it).
-	LiveIn(s *Snapshot) []proc.Stat
+	LiveIn(s *proc.Snapshot) []proc.Stat
 	// Changed receives a value (coalesced) when the tracker saw the lineage
 	// change: a birth or an exit. A backend that cannot see births as they
 	// happen (procfs) returns nil, and the caller rescans on its own.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -221,11 +222,11 @@ func unwrapProbe(err error) error {
 // cgroupV2 finds the cgroup v2 mount and whether cgroup.kill exists there
 // (Linux 5.14+; the root cgroup has none, so a child cgroup is checked).
 func cgroupV2() (string, error) {
-	mnt := hold.CgroupMount()
+	mnt := cgroup.Mount()
 	if mnt == "" {
 		return "", fmt.Errorf("no cgroup v2 mount: payloads run without a cgroup of their own")
 	}
-	own := hold.OwnCgroup()
+	own := cgroup.Own()
 	candidates := []string{filepath.Join(mnt, own, "cgroup.kill")}
 	if more, _ := filepath.Glob(filepath.Join(mnt, own, "*", "cgroup.kill")); len(more) > 0 {
 		candidates = append(candidates, more[0])

@@ -2,7 +2,7 @@
 // process has a pidfd in one epoll set, and a pidfd becomes readable when its
 // process exits (even one that is not our child). Teardown waits here instead
 // of sleeping.
-package hold
+package teardown
 
 import (
 	"sync"

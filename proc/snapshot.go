@@ -1,20 +1,18 @@
 // snapshot.go owns one walk of /proc shared by everything that needs it in
 // a teardown pass: the lineage, the payload's group and its cgroup are all
 // looked up in the same walk instead of each walking /proc again.
-package tracker
-
-import "github.com/gpu-hold/gpu-hold/proc"
+package proc
 
 // Snapshot is every process seen by one walk of /proc.
 type Snapshot struct {
-	ByPID    map[int]proc.Stat
+	ByPID    map[int]Stat
 	Children map[int][]int // parent pid -> child pids
 }
 
 // TakeSnapshot walks /proc once.
 func TakeSnapshot() (*Snapshot, error) {
-	s := &Snapshot{ByPID: make(map[int]proc.Stat, 512), Children: make(map[int][]int, 256)}
-	err := proc.Walk(func(st proc.Stat) {
+	s := &Snapshot{ByPID: make(map[int]Stat, 512), Children: make(map[int][]int, 256)}
+	err := Walk(func(st Stat) {
 		s.ByPID[st.PID] = st
 		s.Children[st.PPID] = append(s.Children[st.PPID], st.PID)
 	})
@@ -22,18 +20,18 @@ func TakeSnapshot() (*Snapshot, error) {
 }
 
 // Get returns the stat of id when the snapshot has that very process alive.
-func (s *Snapshot) Get(id proc.Ident) (proc.Stat, bool) {
+func (s *Snapshot) Get(id Ident) (Stat, bool) {
 	st, ok := s.ByPID[id.PID]
 	if !ok || st.Start != id.Start || st.Dead() {
-		return proc.Stat{}, false
+		return Stat{}, false
 	}
 	return st, true
 }
 
-// descend visits, breadth first, every process below the given pids (not
+// Descend visits, breadth first, every process below the given pids (not
 // the pids themselves) and calls fn with each; fn returns false to not go
 // below that process.
-func (s *Snapshot) descend(from []int, fn func(proc.Stat) bool) {
+func (s *Snapshot) Descend(from []int, fn func(Stat) bool) {
 	queue := append([]int(nil), from...)
 	for len(queue) > 0 {
 		pid := queue[0]

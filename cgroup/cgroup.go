@@ -1,9 +1,10 @@
-// cgroup.go owns the payload's cgroup: containment, not tracking. Where the
-// host allows it (cgroup v2, permission to create a child of our own cgroup)
-// the payload is born into a cgroup of its own (clone3 CLONE_INTO_CGROUP),
-// which teardown can end atomically with cgroup.kill and which keeps members
-// that setsid away. It is removed after the hold.
-package hold
+// Package cgroup holds the payload's cgroup: containment, not tracking.
+// cgroup.go owns it: where the host allows it (cgroup v2, permission to
+// create a child of our own cgroup) the payload is born into a cgroup of its
+// own (clone3 CLONE_INTO_CGROUP), which teardown can end atomically with
+// cgroup.kill and which keeps members that setsid away. It is removed after
+// the hold.
+package cgroup
 
 import (
 	"bufio"
@@ -19,14 +20,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroup is the payload's own cgroup.
-type cgroup struct {
+// Cgroup is the payload's own cgroup.
+type Cgroup struct {
 	Path string // absolute path in the cgroup2 mount
 	fd   int    // O_PATH|O_DIRECTORY fd for SysProcAttr.CgroupFD
 }
 
-// CgroupMount returns the cgroup v2 mount point ("" when there is none).
-func CgroupMount() string {
+// Mount returns the cgroup v2 mount point ("" when there is none).
+func Mount() string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return ""
@@ -45,8 +46,8 @@ func CgroupMount() string {
 	return ""
 }
 
-// OwnCgroup returns our cgroup v2 path relative to the mount.
-func OwnCgroup() string {
+// Own returns our cgroup v2 path relative to the mount.
+func Own() string {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "/"
@@ -59,13 +60,13 @@ func OwnCgroup() string {
 	return "/"
 }
 
-// newCgroup creates <mount>/<our cgroup>/gpu-hold-<holdID>.
-func newCgroup(holdID string) (*cgroup, error) {
-	mnt := CgroupMount()
+// New creates <mount>/<our cgroup>/gpu-hold-<holdID>.
+func New(holdID string) (*Cgroup, error) {
+	mnt := Mount()
 	if mnt == "" {
 		return nil, errors.New("no cgroup v2 mount")
 	}
-	parent := filepath.Join(mnt, OwnCgroup())
+	parent := filepath.Join(mnt, Own())
 	sweepCgroups(parent)
 	path := filepath.Join(parent, "gpu-hold-"+holdID)
 	if err := os.Mkdir(path, 0o755); err != nil {
@@ -80,7 +81,7 @@ func newCgroup(holdID string) (*cgroup, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("cannot open cgroup %s: %w", path, err)
 	}
-	return &cgroup{Path: path, fd: fd}, nil
+	return &Cgroup{Path: path, fd: fd}, nil
 }
 
 // staleCgroupAge is how long an empty gpu-hold cgroup must have been left
@@ -106,19 +107,23 @@ func sweepCgroups(parent string) {
 	}
 }
 
-// openCgroup names an existing cgroup (a dead holder's) for teardown.
-func openCgroup(path string) *cgroup {
+// Open names an existing cgroup (a dead holder's) for teardown.
+func Open(path string) *Cgroup {
 	if path == "" {
 		return nil
 	}
 	if _, err := os.Stat(filepath.Join(path, "cgroup.procs")); err != nil {
 		return nil
 	}
-	return &cgroup{Path: path, fd: -1}
+	return &Cgroup{Path: path, fd: -1}
 }
 
+// FD is the cgroup's O_PATH directory fd, for SysProcAttr.CgroupFD (-1
+// for a cgroup named by Open).
+func (c *Cgroup) FD() int { return c.fd }
+
 // PIDs returns the pids in the cgroup now.
-func (c *cgroup) PIDs() []int {
+func (c *Cgroup) PIDs() []int {
 	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.procs"))
 	if err != nil {
 		return nil
@@ -134,7 +139,7 @@ func (c *cgroup) PIDs() []int {
 
 // WaitEmpty waits, up to bound, until the cgroup has no process left. The
 // kernel notifies a change of cgroup.events to poll(2) as POLLPRI.
-func (c *cgroup) WaitEmpty(bound time.Duration) bool {
+func (c *Cgroup) WaitEmpty(bound time.Duration) bool {
 	f, err := os.Open(filepath.Join(c.Path, "cgroup.events"))
 	if err != nil {
 		return true
@@ -158,13 +163,13 @@ func (c *cgroup) WaitEmpty(bound time.Duration) bool {
 
 // Kill writes cgroup.kill: SIGKILL to every process in it, atomically
 // against forks racing the kill.
-func (c *cgroup) Kill() error {
+func (c *Cgroup) Kill() error {
 	return os.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1"), 0)
 }
 
 // Remove removes the cgroup once it is empty (waiting up to bound for the
 // kernel to finish tearing down its last members).
-func (c *cgroup) Remove(bound time.Duration) error {
+func (c *Cgroup) Remove(bound time.Duration) error {
 	if c.fd >= 0 {
 		unix.Close(c.fd)
 		c.fd = -1
