@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // MemAbortEnv is the variable fleet scripts set: a floor of N GiB.
@@ -199,7 +201,7 @@ func WatchMemFloor(ctx context.Context, floor uint64, src MemSource) (<-chan Mem
 			if psi >= 0 {
 				fds = []unix.PollFd{{Fd: int32(psi), Events: unix.POLLPRI}}
 			}
-			if _, err := pollCtx(ctx, fds, memCheckInterval); err != nil {
+			if _, err := proc.Poll(ctx, fds, memCheckInterval); err != nil {
 				return // ctx ended (or poll failed: nothing to watch with)
 			}
 			if len(fds) > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
