@@ -72,7 +72,7 @@ func TestMetricsFilesGroupWritable(t *testing.T) {
 }
 
 func init() {
-	helpers["metrics"] = func(t *testing.T) {
+	plant.Helpers["metrics"] = func(t *testing.T) {
 		if err := RecordMetrics(os.Getenv("METRICS_DIR"), "gpu", HoldMetrics{Granted: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -82,17 +82,17 @@ func init() {
 // Root's hold, then another uid's, then root's again, in a setgid sticky
 // dir: every hold is counted.
 func TestMetricsTwoUsers(t *testing.T) {
-	dir := sharedDir(t)
+	dir := plant.SharedDir(t)
 	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := asOther(t, "metrics", "METRICS_DIR="+dir); err != nil {
-		t.Fatalf("uid %d's hold cannot write the metrics root's hold started: %v\n%s", otherUID, err, out)
+	if out, err := plant.AsOther(t, "metrics", "METRICS_DIR="+dir); err != nil {
+		t.Fatalf("uid %d's hold cannot write the metrics root's hold started: %v\n%s", plant.OtherUID, err, out)
 	}
 	// The dir is sticky: root's files could only be rewritten in place.
 	var st unix.Stat_t
 	if err := unix.Lstat(MetricsFile(dir, "gpu"), &st); err != nil || st.Uid != 0 {
-		t.Fatalf("the .prom after uid %d's hold: %v, owner %d; want root's file rewritten in place", otherUID, err, st.Uid)
+		t.Fatalf("the .prom after uid %d's hold: %v, owner %d; want root's file rewritten in place", plant.OtherUID, err, st.Uid)
 	}
 	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
 		t.Fatal(err)

@@ -19,10 +19,10 @@ const switchOff = `{"gpu": {"devices": []}}`
 
 // notMe is a uid other than ours.
 func notMe() int {
-	if os.Geteuid() == otherUID {
-		return otherUID + 1
+	if os.Geteuid() == plant.OtherUID {
+		return plant.OtherUID + 1
 	}
-	return otherUID
+	return plant.OtherUID
 }
 
 func gpuDefaults(t *testing.T, res map[string]Resource, what string) {
