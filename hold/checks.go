@@ -1,12 +1,13 @@
 // checks.go owns the hold's side of the device-holder check (baseline at
 // the grant, scan after teardown, warn/wait/fail) and of the memory floor.
-// The scanners themselves are in device.go and memfloor.go.
+// The device scanner is in device.go, the memory floor is package memfloor.
 package hold
 
 import (
 	"context"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/memfloor"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -73,8 +74,8 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
 
 // watchMemory returns a channel that delivers when available memory falls
 // below --mem-floor (nil: no floor).
-func (h *holdRun) watchMemory(ctx context.Context) <-chan MemLow {
-	ch, err := WatchMemFloor(ctx, h.o.MemFloor, h.memSource)
+func (h *holdRun) watchMemory(ctx context.Context) <-chan memfloor.Low {
+	ch, err := memfloor.Watch(ctx, h.o.MemFloor, h.memSource)
 	if err != nil {
 		h.o.Log.Warn().Err(err).Msg("memory floor not watched")
 	}

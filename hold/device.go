@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/memfloor"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -74,7 +75,7 @@ func (h DeviceHolder) String() string {
 		sort.Strings(keys)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			parts[i] = k + " " + FormatBytes(h.DRM[k])
+			parts[i] = k + " " + memfloor.FormatBytes(h.DRM[k])
 		}
 		fmt.Fprintf(&b, " [%s]", strings.Join(parts, ", "))
 	}

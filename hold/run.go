@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/memfloor"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -148,12 +149,12 @@ type holdRun struct {
 	rec           *recorder
 	queued        time.Time
 	backendNote   string
-	devices       []string  // device node patterns checked at release
-	deviceHolders int       // holders found after teardown
-	lost          uint64    // events the tracker lost
-	memSource     MemSource // nil: /proc/meminfo
-	cg            *cgroup   // the payload's cgroup, if any
-	granted       time.Time // when the token was taken (zero: never)
+	devices       []string        // device node patterns checked at release
+	deviceHolders int             // holders found after teardown
+	lost          uint64          // events the tracker lost
+	memSource     memfloor.Source // nil: /proc/meminfo
+	cg            *cgroup         // the payload's cgroup, if any
+	granted       time.Time       // when the token was taken (zero: never)
 }
 
 // acquire takes a ticket, waits for the token (event-driven) and ends the

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/memfloor"
 )
 
 type runOptions struct {
@@ -78,7 +79,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	o.Cmd = args
 	o.Resource = g.Resource
 	o.Log = g.Log
-	floor, err := hold.ResolveMemFloor(opts.memFloor)
+	floor, err := memfloor.Resolve(opts.memFloor)
 	if err != nil {
 		return usageErr("%v", err)
 	}
