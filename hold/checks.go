@@ -1,6 +1,7 @@
 // checks.go owns the hold's side of the device-holder check (baseline at
-// the grant, scan after teardown, warn/wait/fail) and of the memory floor.
-// The device scanner is in device.go, the memory floor is package memfloor.
+// the grant, scan after teardown, warn/wait/fail), of the memory floor and
+// of the metrics. The device scanner is in device.go; the memory floor and
+// the metrics are packages memfloor and metrics.
 package hold
 
 import (
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/memfloor"
+	"github.com/gpu-hold/gpu-hold/metrics"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -87,7 +89,7 @@ func (h *holdRun) writeMetrics(granted, ended time.Time) {
 	if h.o.MetricsDir == "" {
 		return
 	}
-	m := HoldMetrics{
+	m := metrics.Hold{
 		Granted: !granted.IsZero(), Cause: string(h.res.Cause), Survivors: len(h.res.Teardown.Survivors),
 		DeviceHolders: h.deviceHolders, LostEvents: h.lost, End: ended,
 	}
@@ -96,7 +98,7 @@ func (h *holdRun) writeMetrics(granted, ended time.Time) {
 	} else if !h.queued.IsZero() {
 		m.Wait = ended.Sub(h.queued)
 	}
-	if err := RecordMetrics(h.o.MetricsDir, h.o.Resource, m); err != nil {
+	if err := metrics.Record(h.o.MetricsDir, h.o.Resource, m); err != nil {
 		h.o.Log.Warn().Err(err).Str("metrics_dir", h.o.MetricsDir).Msg("cannot write metrics")
 	}
 }

@@ -1,0 +1,31 @@
+// checks_test.go tests what ties the checks to a hold: that the metrics
+// know every cause a hold reports.
+package hold
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpu-hold/gpu-hold/metrics"
+)
+
+// metrics spells hold's causes out (it imports no hold): every one must be
+// written from the first hold, at 0.
+func TestMetricsKnowEveryCause(t *testing.T) {
+	dir := t.TempDir()
+	if err := metrics.Record(dir, "gpu", metrics.Hold{}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(metrics.File(dir, "gpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{string(CauseExited), string(CauseSignal), string(CauseMaxHold), string(CauseSignalled),
+		string(CauseMemFloor), string(CauseLaunch), string(CauseQueue), string(CauseError), string(CauseDeviceHolders)} {
+		line := `gpu_hold_exits_total{resource="gpu",cause="` + c + `"} 0`
+		if !strings.Contains(string(data), line) {
+			t.Errorf("cause %q is not written at 0 (no %s in the metrics)", c, line)
+		}
+	}
+}
