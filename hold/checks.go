@@ -1,13 +1,14 @@
 // checks.go owns the hold's side of the device-holder check (baseline at
 // the grant, scan after teardown, warn/wait/fail), of the memory floor and
-// of the metrics. The device scanner is in device.go; the memory floor and
-// the metrics are packages memfloor and metrics.
+// of the metrics. The checks themselves are packages device, memfloor and
+// metrics.
 package hold
 
 import (
 	"context"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/memfloor"
 	"github.com/gpu-hold/gpu-hold/metrics"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -17,41 +18,41 @@ import (
 // the resource's configured list.
 func devicePatterns(o *Options) ([]string, error) {
 	if len(o.Devices) > 0 {
-		return CheckDeviceFlags(o.Devices)
+		return device.CheckFlags(o.Devices)
 	}
-	res, err := LoadResourcesWarn(o.Dir, func(m string) { o.Log.Warn().Msg(m) })
+	res, err := device.LoadResourcesWarn(o.Dir, func(m string) { o.Log.Warn().Msg(m) })
 	if err != nil {
 		return nil, err
 	}
-	return DevicePatterns(LookupResource(res, o.Resource), nil), nil
+	return device.Patterns(device.LookupResource(res, o.Resource), nil), nil
 }
 
 // deviceBaseline scans the holders present before the payload starts:
 // system daemons are not blamed on the payload.
-func (h *holdRun) deviceBaseline() Baseline {
+func (h *holdRun) deviceBaseline() device.Baseline {
 	if len(h.devices) == 0 {
-		return Baseline{}
+		return device.Baseline{}
 	}
-	hs, err := ScanDeviceHolders(h.devices)
+	hs, err := device.ScanHolders(h.devices)
 	if err != nil {
 		h.o.Log.Warn().Err(err).Msg("cannot scan device holders before the payload; all holders found later are reported")
 	}
-	return NewBaseline(hs)
+	return device.NewBaseline(hs)
 }
 
 // checkDevices reports every process outside the baseline that still holds
 // the device after teardown, before the token is released.
-func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
+func (h *holdRun) checkDevices(ctx context.Context, baseline device.Baseline) {
 	if len(h.devices) == 0 {
 		return
 	}
 	o, log := &h.o, h.o.Log
 	// Only --device-holders=wait waits for them to go; warn and fail look once.
 	bound := time.Duration(0)
-	if o.DeviceHolders == PolicyWait {
+	if o.DeviceHolders == device.PolicyWait {
 		bound = o.DeviceWait
 	}
-	check, err := CheckDeviceHolders(ctx, o.DeviceHolders, h.devices, baseline, bound)
+	check, err := device.CheckHolders(ctx, o.DeviceHolders, h.devices, baseline, bound)
 	if err != nil {
 		log.Warn().Err(err).Msg("device-holder check incomplete")
 	}
@@ -68,8 +69,8 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
 			Msg("device still held after teardown by a process outside the lineage")
 	}
 	h.rec.update(func(hi *tracker.HoldInfo) { hi.DeviceHolders = recs })
-	if code := check.ExitCode(); code != 0 {
-		h.res.Code, h.res.Cause = code, CauseDeviceHolders
+	if check.Failed() {
+		h.res.Code, h.res.Cause = ExitDeviceHolders, CauseDeviceHolders
 		log.Error().Int("holders", len(hs)).Msg("--device-holders=fail: exiting 73")
 	}
 }

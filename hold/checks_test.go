@@ -1,5 +1,6 @@
-// checks_test.go tests what ties the checks to a hold: that the metrics
-// know every cause a hold reports.
+// checks_test.go tests what ties the checks to a hold: the exit code a
+// failed device check gives, and that the metrics know every cause a hold
+// reports.
 package hold
 
 import (
@@ -9,6 +10,12 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/metrics"
 )
+
+func TestExitDeviceHolders(t *testing.T) {
+	if ExitDeviceHolders != 73 {
+		t.Errorf("ExitDeviceHolders is %d; the README documents 73", ExitDeviceHolders)
+	}
+}
 
 // metrics spells hold's causes out (it imports no hold): every one must be
 // written from the first hold, at 0.

@@ -2,7 +2,7 @@
 // could plant or rewrite in the queue dir: a FIFO never blocks, a symlink is
 // never followed, and a file another user could write never switches the
 // device-holder check off (the defaults are used).
-package hold
+package device
 
 import (
 	"os"
