@@ -1,12 +1,16 @@
 // checks.go owns the hold's side of the device-holder check (baseline at
-// the grant, scan after teardown, warn/wait/fail) and of the memory floor.
-// The scanners themselves are in device.go and memfloor.go.
+// the grant, scan after teardown, warn/wait/fail), of the memory floor and
+// of the metrics. The checks themselves are packages device, memfloor and
+// metrics.
 package hold
 
 import (
 	"context"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/memfloor"
+	"github.com/gpu-hold/gpu-hold/metrics"
 	"github.com/gpu-hold/gpu-hold/record"
 )
 
@@ -14,41 +18,41 @@ import (
 // the resource's configured list.
 func devicePatterns(o *Options) ([]string, error) {
 	if len(o.Devices) > 0 {
-		return CheckDeviceFlags(o.Devices)
+		return device.CheckFlags(o.Devices)
 	}
-	res, err := LoadResourcesWarn(o.Dir, func(m string) { o.Log.Warn().Msg(m) })
+	res, err := device.LoadResourcesWarn(o.Dir, func(m string) { o.Log.Warn().Msg(m) })
 	if err != nil {
 		return nil, err
 	}
-	return DevicePatterns(LookupResource(res, o.Resource), nil), nil
+	return device.Patterns(device.LookupResource(res, o.Resource), nil), nil
 }
 
 // deviceBaseline scans the holders present before the payload starts:
 // system daemons are not blamed on the payload.
-func (h *holdRun) deviceBaseline() Baseline {
+func (h *holdRun) deviceBaseline() device.Baseline {
 	if len(h.devices) == 0 {
-		return Baseline{}
+		return device.Baseline{}
 	}
-	hs, err := ScanDeviceHolders(h.devices)
+	hs, err := device.ScanHolders(h.devices)
 	if err != nil {
 		h.o.Log.Warn().Err(err).Msg("cannot scan device holders before the payload; all holders found later are reported")
 	}
-	return NewBaseline(hs)
+	return device.NewBaseline(hs)
 }
 
 // checkDevices reports every process outside the baseline that still holds
 // the device after teardown, before the token is released.
-func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
+func (h *holdRun) checkDevices(ctx context.Context, baseline device.Baseline) {
 	if len(h.devices) == 0 {
 		return
 	}
 	o, log := &h.o, h.o.Log
 	// Only --device-holders=wait waits for them to go; warn and fail look once.
 	bound := time.Duration(0)
-	if o.DeviceHolders == PolicyWait {
+	if o.DeviceHolders == device.PolicyWait {
 		bound = o.DeviceWait
 	}
-	check, err := CheckDeviceHolders(ctx, o.DeviceHolders, h.devices, baseline, bound)
+	check, err := device.CheckHolders(ctx, o.DeviceHolders, h.devices, baseline, bound)
 	if err != nil {
 		log.Warn().Err(err).Msg("device-holder check incomplete")
 	}
@@ -65,16 +69,16 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline Baseline) {
 			Msg("device still held after teardown by a process outside the lineage")
 	}
 	h.rec.update(func(hi *record.HoldInfo) { hi.DeviceHolders = recs })
-	if code := check.ExitCode(); code != 0 {
-		h.res.Code, h.res.Cause = code, record.CauseDeviceHolders
+	if check.Failed() {
+		h.res.Code, h.res.Cause = ExitDeviceHolders, record.CauseDeviceHolders
 		log.Error().Int("holders", len(hs)).Msg("--device-holders=fail: exiting 73")
 	}
 }
 
 // watchMemory returns a channel that delivers when available memory falls
 // below --mem-floor (nil: no floor).
-func (h *holdRun) watchMemory(ctx context.Context) <-chan MemLow {
-	ch, err := WatchMemFloor(ctx, h.o.MemFloor, h.memSource)
+func (h *holdRun) watchMemory(ctx context.Context) <-chan memfloor.Low {
+	ch, err := memfloor.Watch(ctx, h.o.MemFloor, h.memSource)
 	if err != nil {
 		h.o.Log.Warn().Err(err).Msg("memory floor not watched")
 	}
@@ -86,7 +90,7 @@ func (h *holdRun) writeMetrics(granted, ended time.Time) {
 	if h.o.MetricsDir == "" {
 		return
 	}
-	m := HoldMetrics{
+	m := metrics.Hold{
 		Granted: !granted.IsZero(), Cause: string(h.res.Cause), Survivors: len(h.res.Teardown.Survivors),
 		DeviceHolders: h.deviceHolders, LostEvents: h.lost, End: ended,
 	}
@@ -95,7 +99,7 @@ func (h *holdRun) writeMetrics(granted, ended time.Time) {
 	} else if !h.queued.IsZero() {
 		m.Wait = ended.Sub(h.queued)
 	}
-	if err := RecordMetrics(h.o.MetricsDir, h.o.Resource, m); err != nil {
+	if err := metrics.Record(h.o.MetricsDir, h.o.Resource, m); err != nil {
 		h.o.Log.Warn().Err(err).Str("metrics_dir", h.o.MetricsDir).Msg("cannot write metrics")
 	}
 }

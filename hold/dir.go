@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/safefs"
@@ -116,9 +117,9 @@ func accessHint(dir string) string {
 // configured, by default or in resources.json, or one with a directory
 // there), else an error that lists the known ones.
 func KnownResource(dir, name string) error {
-	res, err := LoadResourcesWarn(dir, func(string) {}) // names only: holds report the file
+	res, err := device.LoadResourcesWarn(dir, func(string) {}) // names only: holds report the file
 	if err != nil {
-		res = DefaultResources() // still list what is known; holds report the file
+		res = device.DefaultResources() // still list what is known; holds report the file
 	}
 	if _, ok := res[name]; ok {
 		return nil
@@ -135,7 +136,7 @@ func KnownResource(dir, name string) error {
 	sort.Strings(known)
 	known = dedup(known)
 	return fmt.Errorf("resource %q is unknown in queue dir %s: known resources are %s (check -r, or add it to %s)",
-		name, dir, strings.Join(known, ", "), filepath.Join(dir, ResourcesFile))
+		name, dir, strings.Join(known, ", "), filepath.Join(dir, device.ResourcesFile))
 }
 
 // dedup drops repeats from a sorted list.
@@ -208,7 +209,7 @@ func CheckQueueDir(dir string, want []string) DirReport {
 		c.gid, c.hasID = st.Gid, true
 	}
 	c.dir(dir, st)
-	c.resourcesFile(filepath.Join(dir, ResourcesFile))
+	c.resourcesFile(filepath.Join(dir, device.ResourcesFile))
 	c.resourceDirs(dir, want)
 	return rep
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
@@ -106,18 +107,18 @@ func TestCheckQueueDir(t *testing.T) {
 	os.Chown(gpu, dirTestUID, dirTestGID)
 	unix.Chmod(filepath.Join(gpu, "seq"), 0o644)
 	os.Link(filepath.Join(gpu, "seq"), filepath.Join(d, "seq-link"))
-	os.WriteFile(filepath.Join(d, ResourcesFile), []byte("{}"), 0o666)
-	os.Chown(filepath.Join(d, ResourcesFile), dirTestUID, dirTestGID)
-	unix.Chmod(filepath.Join(d, ResourcesFile), 0o666)
+	os.WriteFile(filepath.Join(d, device.ResourcesFile), []byte("{}"), 0o666)
+	os.Chown(filepath.Join(d, device.ResourcesFile), dirTestUID, dirTestGID)
+	unix.Chmod(filepath.Join(d, device.ResourcesFile), 0o666)
 	os.Symlink("/etc", filepath.Join(d, "npu"))
 	got := dirProblems(CheckQueueDir(d, []string{"gpu", "fpga"}))
 	want := map[string][]string{
-		d:                               {"chmod 3775 " + d},
-		gpu:                             {"chown root " + gpu},
-		filepath.Join(gpu, "seq"):       {"rm " + filepath.Join(gpu, "seq") + " (the next hold makes it anew)", "chmod g+w " + filepath.Join(gpu, "seq")},
-		filepath.Join(d, ResourcesFile): {"chown root: " + filepath.Join(d, ResourcesFile), "chmod 644 " + filepath.Join(d, ResourcesFile)},
-		filepath.Join(d, "npu"):         {"rm " + filepath.Join(d, "npu")},
-		filepath.Join(d, "fpga"):        {"install -d -m 3775 -o root -g 61000 " + filepath.Join(d, "fpga") + " " + filepath.Join(d, "fpga", "records")},
+		d:                                      {"chmod 3775 " + d},
+		gpu:                                    {"chown root " + gpu},
+		filepath.Join(gpu, "seq"):              {"rm " + filepath.Join(gpu, "seq") + " (the next hold makes it anew)", "chmod g+w " + filepath.Join(gpu, "seq")},
+		filepath.Join(d, device.ResourcesFile): {"chown root: " + filepath.Join(d, device.ResourcesFile), "chmod 644 " + filepath.Join(d, device.ResourcesFile)},
+		filepath.Join(d, "npu"):                {"rm " + filepath.Join(d, "npu")},
+		filepath.Join(d, "fpga"):               {"install -d -m 3775 -o root -g 61000 " + filepath.Join(d, "fpga") + " " + filepath.Join(d, "fpga", "records")},
 	}
 	for p, fixes := range want {
 		if strings.Join(got[p], "|") != strings.Join(fixes, "|") {

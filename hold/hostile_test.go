@@ -1,98 +1,13 @@
-// hostile_test.go holds the helpers of the tests that plant what another
-// user could in a shared directory (a symlink, a FIFO, a device node, a hard
-// link), and runs a piece of a test as another uid.
+// hostile_test.go holds the entry point of the pieces of hold's tests that
+// run as another uid (plant.AsOther).
 package hold
 
 import (
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 )
 
-// Another user of a shared directory, as the tests make it: a uid and a
-// group no account on the host uses.
-const (
-	otherUID  = 4242
-	sharedGID = 4243
-)
-
-// sharedDir makes a fleet-style directory (root's, group sharedGID, mode
-// 03775: setgid, sticky, group-writable) whose parents another uid can
-// traverse.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	testenv.NeedRoot(t, "a directory shared by two uids")
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755)
-	if err := os.Chown(dir, 0, sharedGID); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Chmod(dir, 0o3775); err != nil { // os.Chmod drops 0o3000
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// helperEnv names the piece of a test the test binary runs as another uid.
-const helperEnv = "GPU_HOLD_TEST_HELPER"
-
-// asOther runs this test binary's helper named what as otherUID (group
-// sharedGID), with args in its environment, and returns its output.
-func asOther(t *testing.T, what string, env ...string) (string, error) {
-	t.Helper()
-	testenv.NeedRoot(t, "running a helper as another uid")
-	// The go tool builds the test binary in a directory only we can enter.
-	bin := filepath.Join(t.TempDir(), "hold.test")
-	os.Chmod(filepath.Dir(bin), 0o755)
-	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
-	copyFile(t, os.Args[0], bin)
-	cmd := exec.Command(bin, "-test.run=^TestHelperAsOther$", "-test.v")
-	cmd.Env = append(os.Environ(), append(env, helperEnv+"="+what)...)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: otherUID, Gid: sharedGID, Groups: []uint32{sharedGID}}}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// helpers are the pieces asOther runs, by name.
-var helpers = map[string]func(t *testing.T){}
-
-// TestHelperAsOther is not a test of its own: it runs the helper asOther
-// names, in the process asOther started as another uid.
-func TestHelperAsOther(t *testing.T) {
-	what := os.Getenv(helperEnv)
-	if what == "" {
-		return // an entry point for asOther, nothing to test by itself
-	}
-	fn := helpers[what]
-	if fn == nil {
-		t.Fatalf("no helper %q", what)
-	}
-	fn(t)
-}
+// TestHelperAsOther is not a test of its own: it runs the helper
+// plant.AsOther names, in the process it started as another uid.
+func TestHelperAsOther(t *testing.T) { plant.RunHelper(t) }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gpu-hold/gpu-hold/device"
 )
 
 // Options configure one hold.
@@ -29,7 +31,7 @@ type Options struct {
 	RecordAge   time.Duration // records older than this are pruned (0 = no age bound)
 
 	Devices       []string      // --device: replaces the resource's device list
-	DeviceHolders Policy        // warn, wait, fail
+	DeviceHolders device.Policy // warn, wait, fail
 	DeviceWait    time.Duration // bound for --device-holders=wait
 	MemFloor      uint64        // bytes; 0 = none
 	MetricsDir    string
@@ -63,7 +65,7 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--cgroup %q is not one of auto, on, off", o.Cgroup)
 	}
-	if _, err := ParsePolicy(string(o.DeviceHolders)); err != nil {
+	if _, err := device.ParsePolicy(string(o.DeviceHolders)); err != nil {
 		return err
 	}
 	return nil

@@ -11,9 +11,14 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/cprog"
+	"github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
+
+// testMark is the environment entry that marks a process these tests
+// start (as test/harness_test.go does), fresh for each.
+func testMark() string { return mark.Env + "=" + mark.New() }
 
 // A holder whose lock is gone may still be ending its last threads, its
 // main thread already a zombie: that is a dying holder, not a forged ticket.

@@ -51,7 +51,7 @@ func TestRecordsDirSymlinkNeverFollowed(t *testing.T) {
 func TestRecordsDirMode(t *testing.T) {
 	old := unix.Umask(0o022)
 	defer unix.Umask(old)
-	dir := sharedDir(t)
+	dir := plant.SharedDir(t)
 	h := testRun(dir, "h1", zerolog.Nop())
 	h.rec.open(h, h.queued)
 	if h.rec.p.Load() == nil {
@@ -62,13 +62,13 @@ func TestRecordsDirMode(t *testing.T) {
 	if err := unix.Lstat(filepath.Join(dir, "gpu", "records"), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Mode&0o7777 != 0o3775 || st.Gid != sharedGID {
-		t.Fatalf("records dir mode %04o group %d, want 3775 group %d", st.Mode&0o7777, st.Gid, sharedGID)
+	if st.Mode&0o7777 != 0o3775 || st.Gid != plant.SharedGID {
+		t.Fatalf("records dir mode %04o group %d, want 3775 group %d", st.Mode&0o7777, st.Gid, plant.SharedGID)
 	}
 }
 
 func init() {
-	helpers["record"] = func(t *testing.T) {
+	plant.Helpers["record"] = func(t *testing.T) {
 		h := testRun(os.Getenv("QUEUE_DIR"), "h2", zerolog.New(os.Stderr))
 		h.rec.open(h, h.queued)
 		if h.rec.p.Load() == nil {
@@ -79,22 +79,22 @@ func init() {
 }
 
 func TestRecordsDirTwoUsers(t *testing.T) {
-	dir := sharedDir(t)
+	dir := plant.SharedDir(t)
 	h := testRun(dir, "h1", zerolog.Nop())
 	unix.Chmod(filepath.Join(dir, "gpu"), 0o3775)
 	h.rec.open(h, h.queued)
 	h.rec.close(&h.res, h.queued, h.o.Log)
-	if out, err := asOther(t, "record", "QUEUE_DIR="+dir); err != nil {
-		t.Fatalf("uid %d's hold wrote no record in the records dir root made: %v\n%s", otherUID, err, out)
+	if out, err := plant.AsOther(t, "record", "QUEUE_DIR="+dir); err != nil {
+		t.Fatalf("uid %d's hold wrote no record in the records dir root made: %v\n%s", plant.OtherUID, err, out)
 	}
 	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(dir, "gpu", "records", "h2.jsonl"), &st); err != nil || st.Uid != otherUID {
-		t.Fatalf("uid %d's record: %v, owner %d", otherUID, err, st.Uid)
+	if err := unix.Lstat(filepath.Join(dir, "gpu", "records", "h2.jsonl"), &st); err != nil || st.Uid != plant.OtherUID {
+		t.Fatalf("uid %d's record: %v, owner %d", plant.OtherUID, err, st.Uid)
 	}
 }
 
 func init() {
-	helpers["record-log"] = func(t *testing.T) {
+	plant.Helpers["record-log"] = func(t *testing.T) {
 		h := testRun(os.Getenv("QUEUE_DIR"), "h3", zerolog.New(os.Stdout))
 		h.rec.open(h, h.queued)
 		h.rec.close(&h.res, h.queued, h.o.Log)
@@ -104,11 +104,11 @@ func init() {
 // A records dir an older gpu-hold made 0755 as root: another uid's hold
 // runs without a record and its warning says how to fix the dir.
 func TestRecordsDirLegacyModeNamesTheFix(t *testing.T) {
-	dir := sharedDir(t)
+	dir := plant.SharedDir(t)
 	os.MkdirAll(filepath.Join(dir, "gpu", "records"), 0o755)
 	unix.Chmod(filepath.Join(dir, "gpu"), 0o3775)
 	os.Chmod(filepath.Join(dir, "gpu", "records"), 0o755)
-	out, err := asOther(t, "record-log", "QUEUE_DIR="+dir)
+	out, err := plant.AsOther(t, "record-log", "QUEUE_DIR="+dir)
 	if err != nil {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}

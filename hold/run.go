@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/cgroup"
+	"github.com/gpu-hold/gpu-hold/memfloor"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
@@ -137,11 +138,11 @@ type holdRun struct {
 	rec           *recorder
 	queued        time.Time
 	backendNote   string
-	devices       []string  // device node patterns checked at release
-	deviceHolders int       // holders found after teardown
-	lost          uint64    // events the tracker lost
-	memSource     MemSource // nil: /proc/meminfo
-	granted       time.Time // when the token was taken (zero: never)
+	devices       []string        // device node patterns checked at release
+	deviceHolders int             // holders found after teardown
+	lost          uint64          // events the tracker lost
+	memSource     memfloor.Source // nil: /proc/meminfo
+	granted       time.Time       // when the token was taken (zero: never)
 	// cg is the payload's cgroup, if any.
 	cg *cgroup.Cgroup
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/cgroup"
+	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -51,10 +52,10 @@ type doctorReport struct {
 
 // doctorResource is one resource's device nodes and their holders.
 type doctorResource struct {
-	Name    string              `json:"name"`
-	Nodes   []string            `json:"nodes"`
-	Holders []hold.DeviceHolder `json:"holders"`
-	Error   string              `json:"error,omitempty"`
+	Name    string          `json:"name"`
+	Nodes   []string        `json:"nodes"`
+	Holders []device.Holder `json:"holders"`
+	Error   string          `json:"error,omitempty"`
 }
 
 func newCmdDoctor(g *globalOpts) *cobra.Command {
@@ -246,7 +247,7 @@ func cgroupV2() (string, error) {
 // defaults when there is none), their nodes here and who holds them.
 func doctorResources(dir string) []doctorResource {
 	var warned []doctorResource
-	res, err := hold.LoadResourcesWarn(dir, func(m string) { warned = append(warned, doctorResource{Name: "(config)", Error: m}) })
+	res, err := device.LoadResourcesWarn(dir, func(m string) { warned = append(warned, doctorResource{Name: "(config)", Error: m}) })
 	if err != nil {
 		return []doctorResource{{Name: "(config)", Error: err.Error()}}
 	}
@@ -258,13 +259,13 @@ func doctorResources(dir string) []doctorResource {
 	out := warned // an untrusted resources.json: the defaults below
 	for _, name := range names {
 		r := doctorResource{Name: name}
-		patterns := hold.DevicePatterns(res[name], nil)
-		nodes, err := hold.ExpandDevices(patterns)
+		patterns := device.Patterns(res[name], nil)
+		nodes, err := device.Expand(patterns)
 		for _, n := range nodes {
 			r.Nodes = append(r.Nodes, n.Path)
 		}
 		if err == nil && len(nodes) > 0 {
-			r.Holders, err = hold.ScanDeviceHolders(patterns)
+			r.Holders, err = device.ScanHolders(patterns)
 		}
 		if err != nil {
 			r.Error = err.Error()

@@ -11,7 +11,9 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/memfloor"
 )
 
 type runOptions struct {
@@ -53,7 +55,7 @@ still holds the device, writes a record, and only then releases the token.`,
 	f.IntVar(&o.KeepRecords, "keep-records", 200, "records kept per resource in its records directory")
 	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "records older than this are removed (0: no age limit)")
 	f.StringArrayVar(&o.Devices, "device", nil, "device node (or glob) whose holders are checked at release; repeatable; replaces the resource's list")
-	o.DeviceHolders = hold.PolicyWarn
+	o.DeviceHolders = device.PolicyWarn
 	f.Var(&o.DeviceHolders, "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)")
 	durationVarP(f, &o.DeviceWait, "device-wait", "", 30*time.Second, "with --device-holders=wait, how long to wait for them to let go")
 	f.StringVar(&opts.memFloor, "mem-floor", "", "end the hold (exit 72) when available memory falls below this (e.g. 8G); default $GPU_HOLD_MEM_ABORT_GIB GiB")
@@ -78,7 +80,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	o.Cmd = args
 	o.Resource = g.Resource
 	o.Log = g.Log
-	floor, err := hold.ResolveMemFloor(opts.memFloor)
+	floor, err := memfloor.Resolve(opts.memFloor)
 	if err != nil {
 		return usageErr("%v", err)
 	}

@@ -1,6 +1,6 @@
 // memfloor_test.go tests size parsing, the floor's flag/env resolution, the
 // meminfo parser, and the watcher through a fake memory source.
-package hold
+package memfloor
 
 import (
 	"context"
@@ -32,26 +32,26 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestResolveMemFloor(t *testing.T) {
-	t.Setenv(MemAbortEnv, "")
-	if n, err := ResolveMemFloor(""); err != nil || n != 0 {
+	t.Setenv(Env, "")
+	if n, err := Resolve(""); err != nil || n != 0 {
 		t.Errorf("neither flag nor env: %d %v", n, err)
 	}
-	t.Setenv(MemAbortEnv, "6")
-	if n, err := ResolveMemFloor(""); err != nil || n != 6<<30 {
+	t.Setenv(Env, "6")
+	if n, err := Resolve(""); err != nil || n != 6<<30 {
 		t.Errorf("env 6: %d %v", n, err)
 	}
-	if n, err := ResolveMemFloor("512M"); err != nil || n != 512<<20 {
+	if n, err := Resolve("512M"); err != nil || n != 512<<20 {
 		t.Errorf("the flag must win over the env: %d %v", n, err)
 	}
-	t.Setenv(MemAbortEnv, "1.5")
-	if n, _ := ResolveMemFloor(""); n != 3<<29 {
+	t.Setenv(Env, "1.5")
+	if n, _ := Resolve(""); n != 3<<29 {
 		t.Errorf("env 1.5: %d", n)
 	}
-	t.Setenv(MemAbortEnv, "lots")
-	if _, err := ResolveMemFloor(""); err == nil || !strings.Contains(err.Error(), MemAbortEnv) {
+	t.Setenv(Env, "lots")
+	if _, err := Resolve(""); err == nil || !strings.Contains(err.Error(), Env) {
 		t.Errorf("bad env: %v", err)
 	}
-	if _, err := ResolveMemFloor("8X"); err == nil || !strings.Contains(err.Error(), "--mem-floor") {
+	if _, err := Resolve("8X"); err == nil || !strings.Contains(err.Error(), "--mem-floor") {
 		t.Errorf("bad flag: %v", err)
 	}
 }
@@ -64,13 +64,13 @@ func TestParseMemAvailable(t *testing.T) {
 	if _, err := parseMemAvailable([]byte("MemTotal: 1 kB\n")); err == nil {
 		t.Error("no MemAvailable line must be an error")
 	}
-	if n, err := ProcMemAvailable(); err != nil || n == 0 {
+	if n, err := Available(); err != nil || n == 0 {
 		t.Errorf("this machine's MemAvailable: %d %v", n, err)
 	}
 }
 
 func TestMemLowMessage(t *testing.T) {
-	m := MemLow{Available: 3328599654, Floor: 8 << 30} // 3.1 GiB
+	m := Low{Available: 3328599654, Floor: 8 << 30} // 3.1 GiB
 	if got := m.Error(); got != "available memory 3.1 GiB fell below the floor 8.0 GiB" {
 		t.Errorf("message: %q", got)
 	}
@@ -117,7 +117,7 @@ func TestWatchMemFloorFiresBelowNotAbove(t *testing.T) {
 	m.avail.Store(10 << 30)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch, err := WatchMemFloor(ctx, 8<<30, m.src)
+	ch, err := Watch(ctx, 8<<30, m.src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestWatchMemFloorAlreadyBelow(t *testing.T) {
 	fastWatch(t, false)
 	var m fakeMem
 	m.avail.Store(1 << 30)
-	ch, err := WatchMemFloor(context.Background(), 2<<30, m.src)
+	ch, err := Watch(context.Background(), 2<<30, m.src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestWatchMemFloorRespectsContext(t *testing.T) {
 	var m fakeMem
 	m.avail.Store(10 << 30)
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := WatchMemFloor(ctx, 8<<30, m.src)
+	ch, err := Watch(ctx, 8<<30, m.src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +196,11 @@ func TestWatchMemFloorRespectsContext(t *testing.T) {
 }
 
 func TestWatchMemFloorOffAndErrors(t *testing.T) {
-	ch, err := WatchMemFloor(context.Background(), 0, func() (uint64, error) { panic("read with no floor") })
+	ch, err := Watch(context.Background(), 0, func() (uint64, error) { panic("read with no floor") })
 	if ch != nil || err != nil {
 		t.Errorf("floor 0: %v %v", ch, err)
 	}
-	_, err = WatchMemFloor(context.Background(), 1, func() (uint64, error) { return 0, os.ErrNotExist })
+	_, err = Watch(context.Background(), 1, func() (uint64, error) { return 0, os.ErrNotExist })
 	if err == nil || !strings.Contains(err.Error(), "available memory") {
 		t.Errorf("an unreadable source at the start: %v", err)
 	}
@@ -219,7 +219,7 @@ func TestWatchMemFloorWithPSI(t *testing.T) {
 	m.avail.Store(10 << 30)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch, err := WatchMemFloor(ctx, 8<<30, m.src)
+	ch, err := Watch(ctx, 8<<30, m.src)
 	if err != nil {
 		t.Fatal(err)
 	}

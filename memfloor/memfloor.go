@@ -1,9 +1,9 @@
-// memfloor.go owns the memory floor: parsing --mem-floor and
+// Package memfloor holds the memory floor: parsing --mem-floor and
 // $GPU_HOLD_MEM_ABORT_GIB, reading MemAvailable, and the watcher that, while
 // the payload runs, says when available memory falls below the floor. It
 // wakes on a PSI trigger on /proc/pressure/memory where the kernel has one,
 // and checks once a second in any case; it never spins.
-package hold
+package memfloor
 
 import (
 	"bufio"
@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
-// MemAbortEnv is the variable fleet scripts set: a floor of N GiB.
+// Env is the variable fleet scripts set: a floor of N GiB.
 // --mem-floor wins over it.
-const MemAbortEnv = "GPU_HOLD_MEM_ABORT_GIB"
+const Env = "GPU_HOLD_MEM_ABORT_GIB"
 
 // ParseSize parses a size: plain bytes ("1048576"), or a number (decimals
 // allowed) with a unit K, M, G or T, optionally followed by "i" and/or "B"
@@ -73,10 +75,10 @@ func ParseSize(s string) (uint64, error) {
 	return uint64(v), nil
 }
 
-// ResolveMemFloor returns the memory floor in bytes for a hold: --mem-floor
+// Resolve returns the memory floor in bytes for a hold: --mem-floor
 // (flag) when given, else $GPU_HOLD_MEM_ABORT_GIB (N GiB; decimals allowed),
 // else 0, which means no floor. A floor of 0 from either also means none.
-func ResolveMemFloor(flag string) (uint64, error) {
+func Resolve(flag string) (uint64, error) {
 	if flag != "" {
 		n, err := ParseSize(flag)
 		if err != nil {
@@ -84,13 +86,13 @@ func ResolveMemFloor(flag string) (uint64, error) {
 		}
 		return n, nil
 	}
-	env := strings.TrimSpace(os.Getenv(MemAbortEnv))
+	env := strings.TrimSpace(os.Getenv(Env))
 	if env == "" {
 		return 0, nil
 	}
 	f, err := strconv.ParseFloat(env, 64)
 	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f*(1<<30) >= math.MaxUint64 {
-		return 0, fmt.Errorf("$%s=%q is not a number of GiB: set it to e.g. 8, or unset it", MemAbortEnv, env)
+		return 0, fmt.Errorf("$%s=%q is not a number of GiB: set it to e.g. 8, or unset it", Env, env)
 	}
 	return uint64(f * (1 << 30)), nil
 }
@@ -108,12 +110,12 @@ func FormatBytes(n uint64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// MemSource returns the memory available now, in bytes. It is the seam the
+// Source returns the memory available now, in bytes. It is the seam the
 // watcher reads through; tests feed it fake values.
-type MemSource func() (uint64, error)
+type Source func() (uint64, error)
 
-// ProcMemAvailable reads MemAvailable from /proc/meminfo.
-func ProcMemAvailable() (uint64, error) {
+// Available reads MemAvailable from /proc/meminfo.
+func Available() (uint64, error) {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0, err
@@ -145,15 +147,15 @@ func parseMemAvailable(b []byte) (uint64, error) {
 	return 0, errors.New("/proc/meminfo has no MemAvailable line (kernel older than 3.14?)")
 }
 
-// MemLow says that available memory fell below the floor.
-type MemLow struct {
+// Low says that available memory fell below the floor.
+type Low struct {
 	Available uint64 `json:"available"` // bytes
 	Floor     uint64 `json:"floor"`     // bytes
 }
 
 // Error is the message with the numbers, e.g. "available memory 3.1 GiB
 // fell below the floor 8.0 GiB".
-func (m MemLow) Error() string {
+func (m Low) Error() string {
 	return fmt.Sprintf("available memory %s fell below the floor %s", FormatBytes(m.Available), FormatBytes(m.Floor))
 }
 
@@ -165,26 +167,26 @@ var (
 	psiPath = "/proc/pressure/memory"
 )
 
-// WatchMemFloor watches available memory (src; nil means ProcMemAvailable)
+// Watch watches available memory (src; nil means Available)
 // against floor (bytes) until ctx ends. The channel delivers at most one
-// MemLow, the first time available memory is below the floor (at once if it
+// Low, the first time available memory is below the floor (at once if it
 // already is), and is never closed; the watcher stops after delivering or
 // when ctx ends. A floor of 0 means no floor: the channel is nil, and never
 // delivers. An error means the source could not be read at the start.
-func WatchMemFloor(ctx context.Context, floor uint64, src MemSource) (<-chan MemLow, error) {
+func Watch(ctx context.Context, floor uint64, src Source) (<-chan Low, error) {
 	if floor == 0 {
 		return nil, nil
 	}
 	if src == nil {
-		src = ProcMemAvailable
+		src = Available
 	}
 	avail, err := src()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read available memory for the memory floor: %v; drop --mem-floor/$%s or fix /proc", err, MemAbortEnv)
+		return nil, fmt.Errorf("cannot read available memory for the memory floor: %v; drop --mem-floor/$%s or fix /proc", err, Env)
 	}
-	ch := make(chan MemLow, 1)
+	ch := make(chan Low, 1)
 	if avail < floor {
-		ch <- MemLow{Available: avail, Floor: floor}
+		ch <- Low{Available: avail, Floor: floor}
 		return ch, nil
 	}
 	psi := openPSITrigger()
@@ -199,7 +201,7 @@ func WatchMemFloor(ctx context.Context, floor uint64, src MemSource) (<-chan Mem
 			if psi >= 0 {
 				fds = []unix.PollFd{{Fd: int32(psi), Events: unix.POLLPRI}}
 			}
-			if _, err := pollCtx(ctx, fds, memCheckInterval); err != nil {
+			if _, err := proc.Poll(ctx, fds, memCheckInterval); err != nil {
 				return // ctx ended (or poll failed: nothing to watch with)
 			}
 			if len(fds) > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
@@ -211,7 +213,7 @@ func WatchMemFloor(ctx context.Context, floor uint64, src MemSource) (<-chan Mem
 				continue // a passing failure; check again next time
 			}
 			if avail < floor {
-				ch <- MemLow{Available: avail, Floor: floor}
+				ch <- Low{Available: avail, Floor: floor}
 				return
 			}
 		}

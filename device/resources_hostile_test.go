@@ -2,7 +2,7 @@
 // could plant or rewrite in the queue dir: a FIFO never blocks, a symlink is
 // never followed, and a file another user could write never switches the
 // device-holder check off (the defaults are used).
-package hold
+package device
 
 import (
 	"os"
@@ -19,10 +19,10 @@ const switchOff = `{"gpu": {"devices": []}}`
 
 // notMe is a uid other than ours.
 func notMe() int {
-	if os.Geteuid() == otherUID {
-		return otherUID + 1
+	if os.Geteuid() == plant.OtherUID {
+		return plant.OtherUID + 1
 	}
-	return otherUID
+	return plant.OtherUID
 }
 
 func gpuDefaults(t *testing.T, res map[string]Resource, what string) {

@@ -1,7 +1,7 @@
 // metrics_test.go tests the textfile metrics: the file parses with the
 // Prometheus text format parser, counters add up across holds and across
 // concurrent writers, and the file is replaced atomically.
-package hold
+package metrics
 
 import (
 	"bytes"
@@ -80,13 +80,13 @@ func summary(t *testing.T, fams map[string]*dto.MetricFamily, name, resource str
 func TestMetricsAccumulateAcrossHolds(t *testing.T) {
 	dir := t.TempDir()
 	end := time.Unix(1700000000, 500_000_000)
-	holds := []HoldMetrics{
+	holds := []Hold{
 		{Granted: true, Cause: "exited", Wait: 2 * time.Second, Hold: 60 * time.Second, DeviceHolders: 1, LostEvents: 3},
 		{Granted: true, Cause: "max-hold", Wait: 500 * time.Millisecond, Hold: 120 * time.Second, Survivors: 2},
 		{Granted: false, Cause: "queue", Wait: 30 * time.Second, End: end},
 	}
 	for _, m := range holds {
-		if err := RecordMetrics(dir, "gpu", m); err != nil {
+		if err := Record(dir, "gpu", m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,9 +125,9 @@ func TestMetricsAccumulateAcrossHolds(t *testing.T) {
 		}
 	}
 	// A hold with an unknown cause gets its own label value; "" is "unknown".
-	RecordMetrics(dir, "gpu", HoldMetrics{Cause: "odd"})
-	RecordMetrics(dir, "gpu", HoldMetrics{})
-	data, _ = os.ReadFile(MetricsFile(dir, "gpu"))
+	Record(dir, "gpu", Hold{Cause: "odd"})
+	Record(dir, "gpu", Hold{})
+	data, _ = os.ReadFile(File(dir, "gpu"))
 	fams = parseProm(t, data)
 	for _, c := range []string{"odd", "unknown"} {
 		if value(t, fams, "gpu_hold_exits_total", map[string]string{"cause": c}) != 1 {
@@ -139,7 +139,7 @@ func TestMetricsAccumulateAcrossHolds(t *testing.T) {
 func TestMetricsPerResourceFiles(t *testing.T) {
 	dir := t.TempDir()
 	for _, r := range []string{"gpu", "npu", `we"ird\name`} {
-		if err := RecordMetrics(dir, r, HoldMetrics{Granted: true, Cause: "exited"}); err != nil {
+		if err := Record(dir, r, Hold{Granted: true, Cause: "exited"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,12 +155,12 @@ func TestMetricsPerResourceFiles(t *testing.T) {
 	if strings.Join(proms, " ") != "gpu_hold_gpu.prom gpu_hold_npu.prom gpu_hold_we_ird_name.prom" {
 		t.Errorf("files: %v", proms)
 	}
-	data, _ := os.ReadFile(MetricsFile(dir, `we"ird\name`))
+	data, _ := os.ReadFile(File(dir, `we"ird\name`))
 	fams := parseProm(t, data)
 	if value(t, fams, "gpu_hold_holds_granted_total", map[string]string{"resource": `we"ird\name`}) != 1 {
 		t.Error("escaped resource label not read back")
 	}
-	if err := RecordMetrics(filepath.Join(dir, "missing"), "gpu", HoldMetrics{}); err == nil {
+	if err := Record(filepath.Join(dir, "missing"), "gpu", Hold{}); err == nil {
 		t.Error("a missing metrics dir must be an error")
 	}
 }
@@ -169,7 +169,7 @@ func TestMetricsCorruptState(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, ".gpu_hold_gpu.state.json")
 	os.WriteFile(state, []byte("{half"), 0o644)
-	err := RecordMetrics(dir, "gpu", HoldMetrics{})
+	err := Record(dir, "gpu", Hold{})
 	if err == nil || !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), "remove it") {
 		t.Errorf("corrupt state: %v", err)
 	}
@@ -181,10 +181,10 @@ func TestMetricsCorruptState(t *testing.T) {
 func TestMetricsConcurrentAndAtomic(t *testing.T) {
 	dir := t.TempDir()
 	const writers, each = 4, 25
-	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true, Cause: "exited"}); err != nil {
+	if err := Record(dir, "gpu", Hold{Granted: true, Cause: "exited"}); err != nil {
 		t.Fatal(err)
 	}
-	path := MetricsFile(dir, "gpu")
+	path := File(dir, "gpu")
 	var stop atomic.Bool
 	var reads int
 	var bad error
@@ -216,7 +216,7 @@ func TestMetricsConcurrentAndAtomic(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true, Cause: "exited", Wait: time.Second}); err != nil {
+				if err := Record(dir, "gpu", Hold{Granted: true, Cause: "exited", Wait: time.Second}); err != nil {
 					errs <- err
 				}
 			}

@@ -1,6 +1,6 @@
 // resources_test.go tests the resource configuration: defaults, the
 // resources.json override and its errors, and --device replacing the list.
-package hold
+package device
 
 import (
 	"os"
@@ -108,23 +108,23 @@ func TestLookupAndPatterns(t *testing.T) {
 		t.Errorf("unknown resource: %+v, want an empty device list", r)
 	}
 	gpu := LookupResource(res, "gpu")
-	if got := DevicePatterns(gpu, nil); !reflect.DeepEqual(got, gpu.Devices) {
+	if got := Patterns(gpu, nil); !reflect.DeepEqual(got, gpu.Devices) {
 		t.Errorf("no override: %v", got)
 	}
-	got := DevicePatterns(gpu, []string{"/tmp/fake*"})
+	got := Patterns(gpu, []string{"/tmp/fake*"})
 	if !reflect.DeepEqual(got, []string{"/tmp/fake*"}) {
 		t.Errorf("--device must replace the list: %v", got)
 	}
-	got = DevicePatterns(gpu, nil)
+	got = Patterns(gpu, nil)
 	got[0] = "changed"
 	if gpu.Devices[0] == "changed" {
-		t.Error("DevicePatterns must return a copy")
+		t.Error("Patterns must return a copy")
 	}
 }
 
 func TestCheckDeviceFlags(t *testing.T) {
 	wd, _ := os.Getwd()
-	got, err := CheckDeviceFlags([]string{"/dev/nvidia*", "rel/dev"})
+	got, err := CheckFlags([]string{"/dev/nvidia*", "rel/dev"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestCheckDeviceFlags(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 	for _, bad := range []string{"", "/dev/[x"} {
-		if _, err := CheckDeviceFlags([]string{bad}); err == nil || !strings.Contains(err.Error(), "--device") {
+		if _, err := CheckFlags([]string{bad}); err == nil || !strings.Contains(err.Error(), "--device") {
 			t.Errorf("%q: got %v", bad, err)
 		}
 	}

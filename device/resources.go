@@ -3,7 +3,7 @@
 // <queue dir>/resources.json that overrides them, and --device, which replaces
 // a resource's list for one hold. resources.json counts only from root or
 // the queue dir's owner (see LoadResourcesWarn).
-package hold
+package device
 
 import (
 	"bytes"
@@ -216,10 +216,10 @@ func LookupResource(res map[string]Resource, name string) Resource {
 	return Resource{Name: name}
 }
 
-// DevicePatterns returns the device patterns a hold on res checks: override
+// Patterns returns the device patterns a hold on res checks: override
 // (the hold's --device values) when it is not empty, else the resource's own
 // list. The result is a fresh slice.
-func DevicePatterns(res Resource, override []string) []string {
+func Patterns(res Resource, override []string) []string {
 	src := res.Devices
 	if len(override) > 0 {
 		src = override
@@ -227,10 +227,10 @@ func DevicePatterns(res Resource, override []string) []string {
 	return append([]string(nil), src...)
 }
 
-// CheckDeviceFlags checks --device values: each must be an absolute path or
+// CheckFlags checks --device values: each must be an absolute path or
 // glob (a relative one is made absolute against the working directory).
 // It returns the values to use.
-func CheckDeviceFlags(devs []string) ([]string, error) {
+func CheckFlags(devs []string) ([]string, error) {
 	out := make([]string, 0, len(devs))
 	for _, d := range devs {
 		if d == "" {

@@ -2,7 +2,7 @@
 // second user: no file is opened through a symlink or when it is a FIFO or
 // a device, files are group-writable whatever the umask, and a second uid's
 // hold adds to the counters of the first.
-package hold
+package metrics
 
 import (
 	"os"
@@ -25,9 +25,9 @@ func TestMetricsPlantedFiles(t *testing.T) {
 			dir := t.TempDir()
 			target := filepath.Join(t.TempDir(), "nowhere")
 			os.Symlink(target, filepath.Join(dir, name))
-			plant.Within(t, "RecordMetrics", func() {
-				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
-				plant.Says(t, err, "RecordMetrics with a symlinked "+what, name, "symlink")
+			plant.Within(t, "Record", func() {
+				err := Record(dir, "gpu", Hold{Granted: true})
+				plant.Says(t, err, "Record with a symlinked "+what, name, "symlink")
 			})
 			if _, err := os.Lstat(target); err == nil {
 				t.Fatal("the symlink's target was created")
@@ -36,17 +36,17 @@ func TestMetricsPlantedFiles(t *testing.T) {
 		t.Run(what+" fifo", func(t *testing.T) {
 			dir := t.TempDir()
 			plant.FIFO(t, filepath.Join(dir, name))
-			plant.Within(t, "RecordMetrics", func() {
-				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
-				plant.Says(t, err, "RecordMetrics with a FIFO "+what, name, "FIFO")
+			plant.Within(t, "Record", func() {
+				err := Record(dir, "gpu", Hold{Granted: true})
+				plant.Says(t, err, "Record with a FIFO "+what, name, "FIFO")
 			})
 		})
 		t.Run(what+" device", func(t *testing.T) {
 			dir := t.TempDir()
 			plant.Device(t, filepath.Join(dir, name))
-			plant.Within(t, "RecordMetrics", func() {
-				err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true})
-				plant.Says(t, err, "RecordMetrics with a device "+what, name, "device")
+			plant.Within(t, "Record", func() {
+				err := Record(dir, "gpu", Hold{Granted: true})
+				plant.Says(t, err, "Record with a device "+what, name, "device")
 			})
 		})
 	}
@@ -57,7 +57,7 @@ func TestMetricsFilesGroupWritable(t *testing.T) {
 	old := unix.Umask(0o022)
 	defer unix.Umask(old)
 	dir := t.TempDir()
-	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
+	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{".gpu_hold_gpu.lock", ".gpu_hold_gpu.state.json", "gpu_hold_gpu.prom"} {
@@ -72,8 +72,8 @@ func TestMetricsFilesGroupWritable(t *testing.T) {
 }
 
 func init() {
-	helpers["metrics"] = func(t *testing.T) {
-		if err := RecordMetrics(os.Getenv("METRICS_DIR"), "gpu", HoldMetrics{Granted: true}); err != nil {
+	plant.Helpers["metrics"] = func(t *testing.T) {
+		if err := Record(os.Getenv("METRICS_DIR"), "gpu", Hold{Granted: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,22 +82,22 @@ func init() {
 // Root's hold, then another uid's, then root's again, in a setgid sticky
 // dir: every hold is counted.
 func TestMetricsTwoUsers(t *testing.T) {
-	dir := sharedDir(t)
-	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
+	dir := plant.SharedDir(t)
+	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := asOther(t, "metrics", "METRICS_DIR="+dir); err != nil {
-		t.Fatalf("uid %d's hold cannot write the metrics root's hold started: %v\n%s", otherUID, err, out)
+	if out, err := plant.AsOther(t, "metrics", "METRICS_DIR="+dir); err != nil {
+		t.Fatalf("uid %d's hold cannot write the metrics root's hold started: %v\n%s", plant.OtherUID, err, out)
 	}
 	// The dir is sticky: root's files could only be rewritten in place.
 	var st unix.Stat_t
-	if err := unix.Lstat(MetricsFile(dir, "gpu"), &st); err != nil || st.Uid != 0 {
-		t.Fatalf("the .prom after uid %d's hold: %v, owner %d; want root's file rewritten in place", otherUID, err, st.Uid)
+	if err := unix.Lstat(File(dir, "gpu"), &st); err != nil || st.Uid != 0 {
+		t.Fatalf("the .prom after uid %d's hold: %v, owner %d; want root's file rewritten in place", plant.OtherUID, err, st.Uid)
 	}
-	if err := RecordMetrics(dir, "gpu", HoldMetrics{Granted: true}); err != nil {
+	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(MetricsFile(dir, "gpu"))
+	data, err := os.ReadFile(File(dir, "gpu"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,3 +105,7 @@ func TestMetricsTwoUsers(t *testing.T) {
 		t.Fatalf("holds_total %v, want 3", n)
 	}
 }
+
+// TestHelperAsOther is not a test of its own: it runs the helper
+// plant.AsOther names, in the process it started as another uid.
+func TestHelperAsOther(t *testing.T) { plant.RunHelper(t) }

@@ -1,11 +1,11 @@
-// metrics.go owns --metrics-dir: one node_exporter textfile per resource,
+// Package metrics holds --metrics-dir: one node_exporter textfile per resource,
 // gpu_hold_<resource>.prom, with counters cumulative across holds. The
 // counters live in a small JSON state file beside it (node_exporter reads
 // only *.prom); each hold updates both under an flock and replaces each file
 // atomically (temp file in the same dir, fsync, rename), so a scrape never
 // sees half a file. The dir may be shared by several users' holds: files are
 // group-writable, and never opened through a symlink or when special.
-package hold
+package metrics
 
 import (
 	"crypto/rand"
@@ -36,8 +36,8 @@ var knownCauses = []string{string(record.CauseExited), string(record.CauseSignal
 // causeUnknown counts a hold that gave no cause.
 const causeUnknown = "unknown"
 
-// HoldMetrics is what one hold adds to its resource's metrics.
-type HoldMetrics struct {
+// Hold is what one hold adds to its resource's metrics.
+type Hold struct {
 	Granted       bool          // the hold got the token
 	Cause         string        // why it ended (Result.Cause: a Cause* value); "" counts as "unknown"
 	Wait          time.Duration // time in the queue
@@ -64,8 +64,8 @@ type metricsState struct {
 	LastHold      float64           `json:"last_hold_timestamp_seconds"`
 }
 
-// MetricsFile returns the textfile path for resource in dir.
-func MetricsFile(dir, resource string) string {
+// File returns the textfile path for resource in dir.
+func File(dir, resource string) string {
 	return filepath.Join(dir, "gpu_hold_"+fileSafe(resource)+".prom")
 }
 
@@ -90,13 +90,13 @@ const metricsMode = 0o664
 // maxStateLen bounds what is read of a state file.
 const maxStateLen = 1 << 20
 
-// RecordMetrics adds one hold to resource's metrics in dir and rewrites
+// Record adds one hold to resource's metrics in dir and rewrites
 // gpu_hold_<resource>.prom. Holds on other resources may record into the same
 // dir at the same time; an flock on a per-resource lock file orders the
 // read-modify-write. Every file is opened relative to dir's fd, never
 // through a symlink and never when it is a FIFO or a device: such a file is
 // an error that says what it is (the caller logs it and the hold goes on).
-func RecordMetrics(dir, resource string, m HoldMetrics) error {
+func Record(dir, resource string, m Hold) error {
 	if dir == "" {
 		return nil
 	}
@@ -134,7 +134,7 @@ func RecordMetrics(dir, resource string, m HoldMetrics) error {
 	if err := writeReplace(d, stateName, append(data, '\n')); err != nil {
 		return err
 	}
-	return writeReplace(d, filepath.Base(MetricsFile(dir, resource)), []byte(st.render(resource)))
+	return writeReplace(d, filepath.Base(File(dir, resource)), []byte(st.render(resource)))
 }
 
 // flock takes an exclusive lock, retrying when a signal interrupts.
@@ -169,7 +169,7 @@ func readMetricsState(d *safefs.Dir, name string) (*metricsState, error) {
 }
 
 // add counts one hold.
-func (st *metricsState) add(m HoldMetrics) {
+func (st *metricsState) add(m Hold) {
 	st.Holds++
 	if m.Granted {
 		st.Granted++

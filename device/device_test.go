@@ -1,7 +1,7 @@
 // device_test.go tests the device-holder scan with a fake "device" (a plain
 // file in a temp dir) held open by marked child processes, the baseline,
 // the bounded wait, and the fdinfo/cmdline/status parsing on fixtures.
-package hold
+package device
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func holdOpen(t *testing.T, path string) (*exec.Cmd, proc.Ident) {
 	return cmd, st.Ident
 }
 
-func idents(hs []DeviceHolder) []proc.Ident {
+func idents(hs []Holder) []proc.Ident {
 	var out []proc.Ident
 	for _, h := range hs {
 		out = append(out, h.Ident)
@@ -89,7 +89,7 @@ func TestScanFindsHolderByIdentity(t *testing.T) {
 	_, id := holdOpen(t, dev)
 
 	for _, pattern := range []string{dev, filepath.Join(filepath.Dir(dev), "fakedev*")} {
-		hs, err := ScanDeviceHolders([]string{pattern})
+		hs, err := ScanHolders([]string{pattern})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,10 +108,10 @@ func TestScanFindsHolderByIdentity(t *testing.T) {
 		}
 	}
 	// Nothing held, nothing matched: no holders, no error.
-	if hs, err := ScanDeviceHolders([]string{filepath.Join(t.TempDir(), "nothing*")}); err != nil || hs != nil {
+	if hs, err := ScanHolders([]string{filepath.Join(t.TempDir(), "nothing*")}); err != nil || hs != nil {
 		t.Errorf("no node: %v %v", hs, err)
 	}
-	if _, err := ScanDeviceHolders([]string{"/tmp/[x"}); err == nil {
+	if _, err := ScanHolders([]string{"/tmp/[x"}); err == nil {
 		t.Error("a malformed glob must be an error")
 	}
 }
@@ -132,7 +132,7 @@ func TestScanFindsZombieLeaderHolder(t *testing.T) {
 	if err != nil || st.State != 'Z' {
 		t.Fatalf("test shape: %+v, %v", st, err)
 	}
-	hs, err := ScanDeviceHolders([]string{dev})
+	hs, err := ScanHolders([]string{dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestScanMatchesByInodeNotPath(t *testing.T) {
 	}
 	_, otherID := holdOpen(t, other)
 
-	hs, err := ScanDeviceHolders([]string{dev})
+	hs, err := ScanHolders([]string{dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +178,11 @@ func TestScanMatchesCharDeviceByRdev(t *testing.T) {
 		testenv.Need(t, "cannot mknod (needs CAP_MKNOD): %v", err)
 	}
 	_, id := holdOpen(t, "/dev/null")
-	nodes, err := ExpandDevices([]string{node})
+	nodes, err := Expand([]string{node})
 	if err != nil || len(nodes) != 1 || nodes[0].Kind != "char" || nodes[0].Rdev != "1:3" {
-		t.Fatalf("ExpandDevices: %+v %v", nodes, err)
+		t.Fatalf("Expand: %+v %v", nodes, err)
 	}
-	hs, err := ScanDeviceHolders([]string{node})
+	hs, err := ScanHolders([]string{node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestExpandDevicesSkipsDirsAndDuplicates(t *testing.T) {
 	if err := os.Symlink(dev, link); err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := ExpandDevices([]string{filepath.Join(dir, "fakedev*"), link, filepath.Join(dir, "missing")})
+	nodes, err := Expand([]string{filepath.Join(dir, "fakedev*"), link, filepath.Join(dir, "missing")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestExpandDevicesSkipsDirsAndDuplicates(t *testing.T) {
 func TestBaselineExcludesEarlierHolders(t *testing.T) {
 	dev := fakeDevice(t)
 	_, early := holdOpen(t, dev)
-	before, err := ScanDeviceHolders([]string{dev})
+	before, err := ScanHolders([]string{dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestBaselineExcludesEarlierHolders(t *testing.T) {
 		t.Fatalf("baseline %v lacks %v", base, early)
 	}
 	late, lateID := holdOpen(t, dev)
-	after, err := ScanDeviceHolders([]string{dev})
+	after, err := ScanHolders([]string{dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +236,8 @@ func TestBaselineExcludesEarlierHolders(t *testing.T) {
 		t.Fatalf("after the baseline want only %v, got %v (all: %v)", lateID, got, idents(after))
 	}
 	// Identity, not pid: the same pid with another start time is not excluded.
-	reused := DeviceHolder{Ident: proc.Ident{PID: early.PID, Start: early.Start + 1}}
-	if len(base.Filter([]DeviceHolder{reused})) != 1 {
+	reused := Holder{Ident: proc.Ident{PID: early.PID, Start: early.Start + 1}}
+	if len(base.Filter([]Holder{reused})) != 1 {
 		t.Error("a reused pid must not be excluded by the baseline")
 	}
 	var zero Baseline
@@ -251,7 +251,7 @@ func TestBaselineExcludesEarlierHolders(t *testing.T) {
 		late.Process.Kill()
 	}()
 	t0 := time.Now()
-	left, err := WaitDeviceHolders(context.Background(), []string{dev}, base, 20*time.Second)
+	left, err := WaitHolders(context.Background(), []string{dev}, base, 20*time.Second)
 	if err != nil || left != nil {
 		t.Fatalf("wait: left %v, err %v", left, err)
 	}
@@ -263,18 +263,18 @@ func TestBaselineExcludesEarlierHolders(t *testing.T) {
 func TestWaitDeviceHoldersBoundAndContext(t *testing.T) {
 	dev := fakeDevice(t)
 	_, id := holdOpen(t, dev)
-	left, err := WaitDeviceHolders(context.Background(), []string{dev}, nil, 300*time.Millisecond)
+	left, err := WaitHolders(context.Background(), []string{dev}, nil, 300*time.Millisecond)
 	if err != nil || !reflect.DeepEqual(idents(left), []proc.Ident{id}) {
 		t.Fatalf("bound passed: want %v left, got %v, %v", id, idents(left), err)
 	}
-	left, err = WaitDeviceHolders(context.Background(), []string{dev}, nil, 0)
+	left, err = WaitHolders(context.Background(), []string{dev}, nil, 0)
 	if err != nil || len(left) != 1 {
 		t.Fatalf("bound 0 scans once: %v %v", left, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	t0 := time.Now()
-	left, err = WaitDeviceHolders(ctx, []string{dev}, nil, time.Minute)
+	left, err = WaitHolders(ctx, []string{dev}, nil, time.Minute)
 	if !errors.Is(err, context.Canceled) || len(left) != 1 {
 		t.Fatalf("cancelled: want the holder and context.Canceled, got %v, %v", left, err)
 	}
@@ -287,22 +287,19 @@ func TestCheckDeviceHoldersPolicy(t *testing.T) {
 	dev := fakeDevice(t)
 	_, id := holdOpen(t, dev)
 	for _, tc := range []struct {
-		p    Policy
-		code int
-	}{{PolicyWarn, 0}, {PolicyWait, 0}, {PolicyFail, ExitDeviceHolders}} {
-		c, err := CheckDeviceHolders(context.Background(), tc.p, []string{dev}, nil, 50*time.Millisecond)
+		p      Policy
+		failed bool
+	}{{PolicyWarn, false}, {PolicyWait, false}, {PolicyFail, true}} {
+		c, err := CheckHolders(context.Background(), tc.p, []string{dev}, nil, 50*time.Millisecond)
 		if err != nil || len(c.Holders) != 1 || c.Holders[0].Ident != id {
 			t.Fatalf("%s: %+v %v", tc.p, c, err)
 		}
-		if c.ExitCode() != tc.code {
-			t.Errorf("%s: exit code %d, want %d", tc.p, c.ExitCode(), tc.code)
+		if c.Failed() != tc.failed {
+			t.Errorf("%s: failed %v, want %v", tc.p, c.Failed(), tc.failed)
 		}
 	}
-	if ExitDeviceHolders != 73 {
-		t.Errorf("ExitDeviceHolders is %d; the README documents 73", ExitDeviceHolders)
-	}
-	c, err := CheckDeviceHolders(context.Background(), PolicyFail, []string{dev}, NewBaseline([]DeviceHolder{{Ident: id}}), time.Second)
-	if err != nil || len(c.Holders) != 0 || c.ExitCode() != 0 {
+	c, err := CheckHolders(context.Background(), PolicyFail, []string{dev}, NewBaseline([]Holder{{Ident: id}}), time.Second)
+	if err != nil || len(c.Holders) != 0 || c.Failed() {
 		t.Errorf("a baseline holder must not fail the hold: %+v %v", c, err)
 	}
 }
@@ -323,7 +320,7 @@ func TestParsePolicy(t *testing.T) {
 }
 
 func TestDeviceHolderJSON(t *testing.T) {
-	h := DeviceHolder{Ident: proc.Ident{PID: 42, Start: 7}, UID: 1000, User: "alice", Command: "python x.py",
+	h := Holder{Ident: proc.Ident{PID: 42, Start: 7}, UID: 1000, User: "alice", Command: "python x.py",
 		Node: "/dev/kfd", FDs: []int{5}, DRMDriver: "amdgpu", DRM: map[string]uint64{"memory-vram": 3 << 30}}
 	b, err := json.Marshal(h)
 	if err != nil {
@@ -397,7 +394,7 @@ func TestAddDRMCountsClientOnce(t *testing.T) {
 		"fdinfo/4": amdgpuFdinfo, // a dup of fd 3: the same client
 		"fdinfo/5": other,        // a second client
 	})
-	h := &DeviceHolder{FDs: []int{3, 4, 5, 6}} // fd 6 has gone
+	h := &Holder{FDs: []int{3, 4, 5, 6}} // fd 6 has gone
 	addDRM(dirfd, h)
 	if h.DRMDriver != "amdgpu" || h.DRM["memory-vram"] != 2*1376<<10 || h.DRM["total-vram"] != 2*2<<20 {
 		t.Errorf("two clients, one counted twice? %+v", h)
