@@ -4,7 +4,6 @@ package test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -13,77 +12,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/internal/cprog"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
-// sigwhoSrc: sigwho LOG PIDFILE catches TERM, INT and HUP with SA_SIGINFO,
-// appends "sig=N uid=U pid=P" (the sender's real uid and pid, as the kernel
-// fills them in) to LOG, and keeps running until KILLed: a TERM-ignoring
-// member that tells whose authority the signal came with. Once its handlers
-// are installed it writes its pid to PIDFILE (by a rename).
-const sigwhoSrc = `#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-
-static int logfd;
-
-static void on(int sig, siginfo_t *si, void *uc) {
-	char b[128];
-	int n = snprintf(b, sizeof b, "sig=%d uid=%d pid=%d\n", sig, (int)si->si_uid, (int)si->si_pid);
-	(void)uc;
-	if (n > 0)
-		write(logfd, b, n);
-}
-
-int main(int argc, char **argv) {
-	struct sigaction sa;
-	char tmp[4096];
-	FILE *f;
-	if (argc != 3)
-		return 2;
-	logfd = open(argv[1], O_WRONLY | O_CREAT | O_APPEND, 0644);
-	if (logfd < 0)
-		return 1;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_sigaction = on;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigaction(SIGTERM, &sa, 0);
-	sigaction(SIGINT, &sa, 0);
-	sigaction(SIGHUP, &sa, 0);
-	snprintf(tmp, sizeof tmp, "%s.tmp", argv[2]);
-	if (!(f = fopen(tmp, "w")))
-		return 1;
-	fprintf(f, "%d\n", getpid());
-	fclose(f);
-	rename(tmp, argv[2]);
-	for (;;)
-		pause();
-}
-`
-
-// sigwho builds sigwho into a directory every test uid can execute from.
+// sigwho builds cprog's signal logger into a directory every test uid can
+// execute from.
 func sigwho(t *testing.T) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		testenv.Need(t, "no C compiler (cc) to build the test program sigwho: %v", err)
-	}
 	d := openDir(t)
 	if err := os.Chmod(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	src, prog := filepath.Join(d, "sigwho.c"), filepath.Join(d, "sigwho")
-	if err := os.WriteFile(src, []byte(sigwhoSrc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O", "-o", prog, src).CombinedOutput(); err != nil {
-		t.Fatalf("building sigwho: %v\n%s", err, out)
-	}
-	return prog
+	return cprog.SigWho(t, d)
 }
 
 // Children a dead holder's payload leaves running (each puts its pid in $GH_T/c).

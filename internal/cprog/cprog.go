@@ -3,8 +3,8 @@
 // exited while another runs on: the kernel shows it as a zombie, with no
 // cmdline, environ or fds on its main thread, though it is alive) and a
 // hopper (a process that forks and exits in a loop, so a walk of /proc
-// lists it before it is born and reads it after it is gone). Both ignore
-// TERM.
+// lists it before it is born and reads it after it is gone), both of which
+// ignore TERM, and a signal logger (who signalled it, by real uid).
 package cprog
 
 import (
@@ -112,11 +112,16 @@ func Hopper(t testing.TB) string { return build(t, "hopper", hopper) }
 // elsewhere.
 func build(t testing.TB, name, src string) string {
 	t.Helper()
+	return buildIn(t, t.TempDir(), name, src)
+}
+
+// buildIn is build into dir.
+func buildIn(t testing.TB, dir, name, src string) string {
+	t.Helper()
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		testenv.Need(t, "no C compiler (cc) to build the test program %s: %v", name, err)
 	}
-	dir := t.TempDir()
 	file, bin := filepath.Join(dir, name+".c"), filepath.Join(dir, name)
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
