@@ -1,0 +1,257 @@
+// holding.go owns the payload under the token: the lineage pinned, the
+// payload's cgroup, its start, the wait for what ends the hold (its exit,
+// the max hold, a signal, the memory floor), the teardown, and what of all
+// that goes into the record and the log.
+package hold
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/teardown"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// hold runs the payload under the token and tears it down.
+func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Signal) (Result, error) {
+	pinned := h.pin(tr)
+	if pinned != nil {
+		defer pinned.Unpin() // on every early return; a second Unpin does nothing
+	}
+	if err := h.contain(); err != nil {
+		return h.fail(ExitUsage, "%v", err)
+	}
+	baseline := h.deviceBaseline()
+	if h.signalledBeforeStart(sigc) {
+		return h.res, nil
+	}
+	p, err := h.start(tr)
+	if err != nil {
+		return h.res, err
+	}
+	defer p.reap()
+	h.awaitEnd(ctx, p, sigc)
+	go h.ignoreSignals(sigc)
+	out := h.endLineage(tr, p, pinned)
+	h.checkDevices(ctx, baseline)
+	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).
+		Dur("teardown", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
+		Msg("hold ended")
+	return h.res, nil
+}
+
+// pin pins the lineage when the tracker can: the lineage then stays
+// tracked in the kernel if this process dies, and the next holder ends it
+// from there. It returns nil when nothing was pinned.
+func (h *holdRun) pin(tr tracker.Tracker) tracker.Pinner {
+	p, ok := tr.(tracker.Pinner)
+	if !ok {
+		return nil
+	}
+	dir, err := p.Pin()
+	if err != nil {
+		h.o.Log.Warn().Err(err).Msg("cannot pin the lineage: if this hold dies, its successor ends only what the record names")
+		return nil
+	}
+	h.o.Log.Debug().Str("pin", dir).Msg("lineage pinned")
+	return p
+}
+
+// contain makes the payload's cgroup when the host allows (h.cg; nil:
+// none), on record before the payload exists: a hold killed right after
+// the fork still leaves its successor the cgroup to end.
+func (h *holdRun) contain() error {
+	cg, err := h.makeCgroup()
+	if err != nil || cg == nil {
+		return err
+	}
+	h.cg = cg // removed after the release (see removeCgroup)
+	h.rec.update(func(hi *record.HoldInfo) { hi.Cgroup = cg.Path })
+	return nil
+}
+
+// signalledBeforeStart reports (and sets the result of) a signal that came
+// while the token was taken or a dead holder reaped: the hold then ends
+// before anything is started.
+func (h *holdRun) signalledBeforeStart(sigc chan os.Signal) bool {
+	select {
+	case s := <-sigc:
+		sig := s.(syscall.Signal)
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
+		h.o.Log.Warn().Str("signal", sig.String()).Msg("hold signalled before the payload started; not starting it")
+		return true
+	default:
+		return false
+	}
+}
+
+// running is the payload's own process while the hold waits on it.
+type running struct {
+	cmd    *exec.Cmd
+	root   proc.Ident
+	start  time.Time
+	exited chan payloadExit // its exit, seen without reaping it (payload.go)
+	ended  bool             // it has exited (a zombie until reap)
+}
+
+// reap reaps the payload's zombie, once teardown is over: until then it
+// keeps the payload's pid, and so its group's number, from being reused.
+func (p *running) reap() {
+	if p.ended {
+		p.cmd.Wait()
+	}
+}
+
+// start launches the payload (in its cgroup when there is one, without it
+// when clone3 into the cgroup is refused under --cgroup=auto) and starts
+// watching its exit. The error comes with h.res set.
+func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
+	o, log := &h.o, h.o.Log
+	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
+	cmd, root, err := launch(o, tr, h.cg, env)
+	var sf *startFailure
+	if err != nil && h.cg != nil && o.Cgroup == "auto" && errors.As(err, &sf) {
+		log.Warn().Err(err).Msg("cannot start the payload in its own cgroup; running without it")
+		h.cg.Remove(0)
+		h.cg = nil
+		cmd, root, err = launch(o, tr, nil, env)
+	}
+	if err != nil {
+		return nil, h.launchFailed(err)
+	}
+	p := &running{cmd: cmd, root: root, start: time.Now(), exited: make(chan payloadExit, 1)}
+	h.rec.started(root, cgroupPath(h.cg), p.start)
+	log.Info().Int("pid", root.PID).Str("backend", tr.Backend()).Bool("cgroup", h.cg != nil).Strs("cmd", o.Cmd).Msg("payload started")
+	go func() {
+		ex, err := waitNoReap(cmd.Process.Pid)
+		if err != nil {
+			log.Error().Err(err).Msg("cannot wait for the payload's process")
+		}
+		p.exited <- ex
+	}()
+	return p, nil
+}
+
+// launchFailed sets the result of a payload that could not be started.
+func (h *holdRun) launchFailed(err error) error {
+	var le *LaunchError
+	if errors.As(err, &le) {
+		h.res.Code, h.res.Cause = le.Code, record.CauseExecFailed
+		return &Error{Code: le.Code, Err: err}
+	}
+	if h.cg != nil {
+		h.cg.Kill() // whatever the payload started before it was stopped
+	}
+	_, ferr := h.fail(ExitUsage, "%v", err)
+	return ferr
+}
+
+// awaitEnd waits for what ends the hold: the payload's own exit, the max
+// hold, a signal, or the memory floor, and sets the result by it.
+func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal) {
+	o, log := &h.o, h.o.Log
+	var deadline <-chan time.Time
+	if o.MaxHold > 0 {
+		t := time.NewTimer(o.MaxHold)
+		defer t.Stop()
+		deadline = t.C
+		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(o.MaxHold) })
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	memLow := h.watchMemory(mctx)
+	select {
+	case ex := <-p.exited:
+		p.ended = true
+		h.res.Code, h.res.Cause, h.res.Signal = ex.exitCode()
+		h.rec.event(ex.event(p.root))
+		log.Info().Int("code", h.res.Code).Str("cause", string(h.res.Cause)).Msg("payload exited; ending what it left running")
+	case <-deadline:
+		h.res.Code, h.res.Cause = ExitMaxHold, record.CauseMaxHold
+		log.Warn().Dur("max_hold", o.MaxHold).Msg("max hold reached; ending the payload")
+	case s := <-sigc:
+		sig := s.(syscall.Signal)
+		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
+		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
+	case low := <-memLow:
+		h.res.Code, h.res.Cause = ExitMemFloor, record.CauseMemFloor
+		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")
+	}
+}
+
+// ignoreSignals says, for every further signal, that teardown goes on:
+// they do not cut it short.
+func (h *holdRun) ignoreSignals(sigc chan os.Signal) {
+	for s := range sigc {
+		h.o.Log.Warn().Str("signal", s.String()).Msg("already ending the hold; teardown continues")
+	}
+}
+
+// endLineage tears the lineage down, waits briefly for the payload's own
+// process, and puts the teardown, the survivors and the tracker's counters
+// on record (unpinning and closing the tracker first, so the events it
+// still holds reach the record).
+func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner) teardown.Outcome {
+	log := h.o.Log
+	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.o.Grace, SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate}
+	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
+	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
+	out := td.Run()
+	h.res.Teardown = out
+	h.awaitPayload(p)
+	survivors := h.survivors(out)
+	for _, st := range out.Survivors {
+		log.Error().Int("pid", st.PID).Uint64("start", st.Start).Str("comm", st.Comm).Str("state", string(st.State)).
+			Msg("survivor: still alive after KILL and the survivor wait; releasing the token with it on record")
+	}
+	if pinned != nil {
+		if err := pinned.Unpin(); err != nil {
+			log.Warn().Err(err).Msg("cannot remove the lineage's pins; the next hold removes them once they are empty")
+		}
+	}
+	if err := tr.Close(); err != nil {
+		log.Warn().Err(err).Msg("closing the tracker")
+	}
+	counters := tr.Counters()
+	h.lost = counters.LostEvents
+	h.rec.update(func(hi *record.HoldInfo) {
+		hi.Times.TeardownEnd = out.End
+		hi.Survivors = survivors
+		hi.Counters = counters
+	})
+	if counters.LostEvents > 0 || counters.MapOverflow > 0 {
+		log.Warn().Uint64("lost_events", counters.LostEvents).Uint64("map_overflow", counters.MapOverflow).
+			Msg("the tracker lost events: the record is incomplete (the teardown still ended the group and cgroup)")
+	}
+	return out
+}
+
+// awaitPayload waits up to a second for the payload's own process, when
+// the teardown ended the hold before it exited.
+func (h *holdRun) awaitPayload(p *running) {
+	if p.ended {
+		return
+	}
+	select {
+	case ex := <-p.exited:
+		p.ended = true
+		h.rec.event(ex.event(p.root))
+	case <-time.After(time.Second):
+		h.o.Log.Error().Int("pid", p.root.PID).Msg("the payload's own process did not exit")
+	}
+}
+
+// survivors are the teardown's survivors by identity.
+func (h *holdRun) survivors(out teardown.Outcome) []proc.Ident {
+	ids := make([]proc.Ident, 0, len(out.Survivors))
+	for _, st := range out.Survivors {
+		ids = append(ids, st.Ident)
+	}
+	return ids
+}
