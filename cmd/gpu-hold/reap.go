@@ -48,7 +48,7 @@ func reapRun(cmd *cobra.Command, opts *reapOptions) error {
 	}
 	n, err := hold.Reap(cmd.Context(), hold.ReapOptions{Dir: dir, Resource: opts.g.Resource, All: opts.all, Grace: opts.grace, SurvivorWait: opts.survivorWait, Log: opts.g.Log})
 	if err != nil {
-		return &exitError{code: hold.ExitUsage, err: err}
+		return usageErr("%w", err)
 	}
 	what := opts.g.Resource
 	if opts.all {

@@ -37,7 +37,9 @@ func (e *exitError) Error() string {
 }
 func (e *exitError) Unwrap() error { return e.err }
 
-// usageErr wraps a usage error (exit 125).
+// usageErr is the one way to make an error that exits 125 (a usage error,
+// or a failure of gpu-hold's own): format and arguments as for fmt.Errorf,
+// so usageErr("%w", err) keeps err for errors.Is.
 func usageErr(format string, a ...any) error {
 	return &exitError{code: hold.ExitUsage, err: fmt.Errorf(format, a...)}
 }
@@ -77,7 +79,7 @@ func (g *globalOpts) setupLog() error {
 func (g *globalOpts) queueDir() (string, error) {
 	d, err := hold.ResolveDir(g.Dir)
 	if err != nil {
-		return "", &exitError{code: hold.ExitUsage, err: err}
+		return "", usageErr("%w", err)
 	}
 	return d, nil
 }

@@ -103,7 +103,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		if errors.As(err, &he) {
 			return &exitError{code: he.Code, err: he.Err}
 		}
-		return &exitError{code: hold.ExitUsage, err: err}
+		return usageErr("%w", err)
 	}
 	if res.Code != 0 {
 		return &exitError{code: res.Code}
