@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -48,19 +49,24 @@ func execute(args []string) int {
 	g := &globalOpts{}
 	root := newRootCmd(g)
 	root.SetArgs(fixTrackArg(args))
-	err := root.Execute()
+	return exitCode(root.Execute(), os.Stderr)
+}
+
+// exitCode maps a command's error to gpu-hold's exit status, and writes
+// the error's one line to stderr.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "gpu-hold: "+ee.err.Error())
+			fmt.Fprintln(stderr, "gpu-hold: "+ee.err.Error())
 		}
 		return ee.code
 	}
 	// Errors from cobra itself (unknown flag, bad value) are usage errors.
-	fmt.Fprintln(os.Stderr, "gpu-hold: "+err.Error()+" (see gpu-hold --help)")
+	fmt.Fprintln(stderr, "gpu-hold: "+err.Error()+" (see gpu-hold --help)")
 	return hold.ExitUsage
 }
 
@@ -85,7 +91,7 @@ func (g *globalOpts) queueDir() (string, error) {
 }
 
 func newRootCmd(g *globalOpts) *cobra.Command {
-	root := newCmdRun(g)
+	root := newCmdRun(g, nil)
 	root.SilenceErrors = true
 	root.SilenceUsage = true
 	root.CompletionOptions.DisableDefaultCmd = true

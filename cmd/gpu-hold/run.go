@@ -21,7 +21,10 @@ type runOptions struct {
 	dashAt   int
 }
 
-func newCmdRun(g *globalOpts) *cobra.Command {
+// newCmdRun builds the root command. runF, when not nil, runs instead of
+// runRun (gh's seam): a test sees the parsed options without starting a
+// hold.
+func newCmdRun(g *globalOpts, runF func(context.Context, *runOptions, []string) error) *cobra.Command {
 	opts := &runOptions{g: g}
 	o := &opts.o
 	cmd := &cobra.Command{
@@ -36,6 +39,9 @@ still holds the device, writes a record, and only then releases the token.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.dashAt = cmd.ArgsLenAtDash()
+			if runF != nil {
+				return runF(cmd.Context(), opts, args)
+			}
 			return runRun(cmd.Context(), opts, args)
 		},
 	}
