@@ -48,6 +48,16 @@ gpu-hold-reap timer runs it as root).`,
 }
 
 func reapRun(ctx context.Context, opts *reapOptions) error {
+	// As the hold command refuses them (hold.Options.Validate): a negative
+	// grace would KILL at once, which is not what the user asked for.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--grace", opts.grace}, {"--survivor-wait", opts.survivorWait}} {
+		if d.v < 0 {
+			return usageErr("%s must not be negative (got %v): use 0 for none", d.name, d.v)
+		}
+	}
 	dir, err := opts.g.queueDir()
 	if err != nil {
 		return err

@@ -87,6 +87,8 @@ func TestBadInputExitsUsage(t *testing.T) {
 		{"reap --all=maybe", `"maybe"`},
 		{"reap -g soon", `"soon"`},
 		{"reap --survivor-wait=1y", `"1y"`},
+		{"reap -g=-1s", "--grace must not be negative"},
+		{"reap --all --survivor-wait=-5", "--survivor-wait must not be negative"},
 		// show
 		{"show", "exactly one RECORD"},
 		{"show a b", "got 2 arguments"},
