@@ -38,138 +38,207 @@ func (w *waiter) Wait(ctx context.Context, progress func(Position)) (Grant, erro
 	if gone {
 		return nil, ErrRemoved
 	}
+	// Uncontended: the token at once, without setting up inotify.
 	if g, done, err := w.tryNow(); done {
 		return g, err
 	}
-	ev, err := newEvents(w.q)
+	// Contended: watch, then look, take or sleep, round after round.
+	l, err := w.watchLoop(ctx, progress, start)
 	if err != nil {
 		w.Cancel()
 		return nil, err
+	}
+	defer l.close()
+	for {
+		if g, done, err := l.round(); done {
+			return g, err
+		}
+	}
+}
+
+// waitLoop is the state of a contended Wait across its rounds.
+type waitLoop struct {
+	w        *waiter
+	ctx      context.Context
+	progress func(Position)
+	start    time.Time
+	ev       *events
+	tok      *tokenLock
+	granted  bool        // tok now belongs to the Grant
+	stop     func() bool // ends the wake-up on ctx's end
+	last     Position    // what progress was last told
+	reported bool
+	backoff  time.Duration
+}
+
+// watchLoop sets up what a contended Wait sleeps on: inotify on the queue,
+// the token, and a wake-up when ctx ends.
+func (w *waiter) watchLoop(ctx context.Context, progress func(Position), start time.Time) (*waitLoop, error) {
+	ev, err := newEvents(w.q)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := w.q.openToken()
+	if err != nil {
+		go ev.close()
+		return nil, err
+	}
+	l := &waitLoop{w: w, ctx: ctx, progress: progress, start: start, ev: ev, tok: tok}
+	l.stop = context.AfterFunc(ctx, ev.kickNow)
+	return l, nil
+}
+
+// close undoes watchLoop, keeping the token when it was granted.
+func (l *waitLoop) close() {
+	l.stop()
+	if !l.granted {
+		l.tok.close()
 	}
 	// Closing an inotify fd waits for an RCU grace period (milliseconds):
 	// do it off the hand-off path.
-	defer func() { go ev.close() }()
-	tok, err := w.q.openToken()
+	go l.ev.close()
+}
+
+// round is one look at the queue: take the token when it is ours, else
+// watch what can move us and sleep until it does. done says Wait is over.
+func (l *waitLoop) round() (g Grant, done bool, err error) {
+	ahead, holder, err := l.look()
+	if err != nil {
+		return nil, true, err
+	}
+	// A waiter with tickets ahead of it, and no one to show its place
+	// to, wakes only for what can move it: the ticket directly ahead
+	// going (or its owner dying) and its own ticket being removed. The
+	// rest of the queue does not wake on every hand-off.
+	quiet := l.progress == nil && len(ahead) > 0
+	var watch []proc.Ident
+	if holder != nil && !quiet {
+		watch = append(watch, holder.Holder)
+	}
+	unsure := false
+	if len(ahead) == 0 && holder == nil {
+		g, locker, done, err := l.take()
+		if done {
+			return g, true, err
+		}
+		unsure = true
+		watch = append(watch, locker...)
+	}
+	for i := len(ahead) - 1; i >= 0 && i >= len(ahead)-pidWatchAhead; i-- {
+		watch = append(watch, ahead[i].Holder)
+		if quiet {
+			break
+		}
+	}
+	if l.watchQueue(ahead, quiet) {
+		// Something may have changed between the scan and the new
+		// watches: look again, now watched, before sleeping.
+		return nil, false, nil
+	}
+	if err := l.sleep(watch, unsure); err != nil {
+		l.w.Cancel()
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
+// look scans the queue for our place, tells progress when it changed, and
+// fails when our ticket was removed or ctx ended.
+func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
+	w := l.w
+	if w.removed() {
+		w.drop()
+		return nil, nil, ErrRemoved
+	}
+	snap, err := w.q.scanFor(w.e.Seq)
 	if err != nil {
 		w.Cancel()
-		return nil, err
+		return nil, nil, err
 	}
-	granted := false
-	defer func() {
-		if !granted {
-			tok.close()
-		}
-	}()
-	stop := context.AfterFunc(ctx, ev.kickNow)
-	defer stop()
+	ahead, h := snap.position(w.q, w.e.Seq)
+	if h != nil {
+		t := h.Ticket
+		holder = &t
+	}
+	if l.ctx.Err() != nil {
+		return nil, nil, w.giveUp(l.ctx, l.start, holder)
+	}
+	pos := Position{Ahead: len(ahead), Holder: holder}
+	if l.progress != nil && (!l.reported || changed(pos, l.last)) {
+		l.progress(pos)
+		l.reported, l.last = true, pos
+	}
+	return ahead, holder, nil
+}
 
-	var last Position
-	reported := false
-	backoff := time.Duration(0)
-	for {
-		if w.removed() {
-			w.drop()
-			return nil, ErrRemoved
-		}
-		snap, err := w.q.scanFor(w.e.Seq)
-		if err != nil {
-			w.Cancel()
-			return nil, err
-		}
-		ahead, h := snap.position(w.q, w.e.Seq)
-		var holder *Ticket
-		if h != nil {
-			t := h.Ticket
-			holder = &t
-		}
-		if ctx.Err() != nil {
-			return nil, w.giveUp(ctx, start, holder)
-		}
-		pos := Position{Ahead: len(ahead), Holder: holder}
-		if progress != nil && (!reported || changed(pos, last)) {
-			progress(pos)
-			reported, last = true, pos
-		}
-		// A waiter with tickets ahead of it, and no one to show its place
-		// to, wakes only for what can move it: the ticket directly ahead
-		// going (or its owner dying) and its own ticket being removed. The
-		// rest of the queue does not wake on every hand-off.
-		quiet := progress == nil && len(ahead) > 0
-		var watch []proc.Ident
-		if holder != nil && !quiet {
-			watch = append(watch, holder.Holder)
-		}
-		unsure := false
-		// First in line, and no live ticket claims the token (a holder that
-		// released removes its ticket before it unlocks; a live granted
-		// ticket whose owner lacks the lock means the token file was
-		// replaced under it: never become a second holder).
-		if len(ahead) == 0 && holder == nil {
-			got, err := w.q.tryLock(tok)
-			if err == nil {
-				ev.watchToken(w.q, tok)
-			}
-			if err != nil {
-				w.Cancel()
-				return nil, err
-			}
-			if got {
-				g, err := w.grant(tok)
-				granted = err == nil
-				return g, err
-			}
-			// Held by someone with no valid ticket (taking or leaving the
-			// token just now, or not gpu-hold at all): watch the process
-			// /proc/locks names and re-check on a backoff besides.
-			unsure = true
-			if pid := w.q.tokenLockPID(); pid > 0 {
-				if st, err := proc.ReadStat(pid); err == nil {
-					watch = append(watch, st.Ident)
-				}
-			}
-		}
-		for i := len(ahead) - 1; i >= 0 && i >= len(ahead)-pidWatchAhead; i-- {
-			watch = append(watch, ahead[i].Holder)
-			if quiet {
-				break
-			}
-		}
-		var added bool
-		if quiet {
-			last := &ahead[len(ahead)-1]
-			added = ev.watchTickets(w.q, watchedTicket{w.e.name, w.e.dev, w.e.ino}, watchedTicket{last.name, last.dev, last.ino})
-		} else {
-			added = ev.watchAll(w.q, tok)
-		}
-		if added {
-			// Something may have changed between the scan and the new
-			// watches: look again, now watched, before sleeping.
-			continue
-		}
-		if ev.watchPids(watch) {
-			unsure = true
-		}
-		timeout := time.Duration(-1)
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = max(time.Until(dl), 0)
-		}
-		ceiling := time.Second
-		if ev.degraded() {
-			unsure, ceiling = true, degradedRecheck
-		}
-		if unsure {
-			backoff = min(max(2*backoff, 5*time.Millisecond), ceiling)
-			if timeout < 0 || backoff < timeout {
-				timeout = backoff
-			}
-		} else {
-			backoff = 0
-		}
-		if err := ev.wait(timeout); err != nil {
-			w.Cancel()
-			return nil, err
+// take runs when we are first in line and no live ticket claims the token
+// (a holder that released removes its ticket before it unlocks; a live
+// granted ticket whose owner lacks the lock means the token file was
+// replaced under it: never become a second holder). When the lock is
+// someone else's, locker is the process /proc/locks names, to watch.
+func (l *waitLoop) take() (g Grant, locker []proc.Ident, done bool, err error) {
+	w := l.w
+	got, err := w.q.tryLock(l.tok)
+	if err == nil {
+		l.ev.watchToken(w.q, l.tok)
+	}
+	if err != nil {
+		w.Cancel()
+		return nil, nil, true, err
+	}
+	if got {
+		g, err := w.grant(l.tok)
+		l.granted = err == nil
+		return g, nil, true, err
+	}
+	// Held by someone with no valid ticket (taking or leaving the
+	// token just now, or not gpu-hold at all): watch the process
+	// /proc/locks names and re-check on a backoff besides.
+	if pid := w.q.tokenLockPID(); pid > 0 {
+		if st, err := proc.ReadStat(pid); err == nil {
+			locker = append(locker, st.Ident)
 		}
 	}
+	return nil, locker, false, nil
+}
+
+// watchQueue watches our ticket and the one directly ahead when quiet,
+// else the whole queue and the token. It reports whether it added a
+// watch, so that the caller looks again before sleeping.
+func (l *waitLoop) watchQueue(ahead []entry, quiet bool) bool {
+	w := l.w
+	if quiet {
+		last := &ahead[len(ahead)-1]
+		return l.ev.watchTickets(w.q, watchedTicket{w.e.name, w.e.dev, w.e.ino}, watchedTicket{last.name, last.dev, last.ino})
+	}
+	return l.ev.watchAll(w.q, l.tok)
+}
+
+// sleep watches the pids in watch and waits for an event, no later than
+// ctx's deadline. When unsure (a lock nobody's ticket explains, a pid it
+// could not watch, events that may be lost) it wakes on a growing backoff
+// too.
+func (l *waitLoop) sleep(watch []proc.Ident, unsure bool) error {
+	if l.ev.watchPids(watch) {
+		unsure = true
+	}
+	timeout := time.Duration(-1)
+	if dl, ok := l.ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), 0)
+	}
+	ceiling := time.Second
+	if l.ev.degraded() {
+		unsure, ceiling = true, degradedRecheck
+	}
+	if unsure {
+		l.backoff = min(max(2*l.backoff, 5*time.Millisecond), ceiling)
+		if timeout < 0 || l.backoff < timeout {
+			timeout = l.backoff
+		}
+	} else {
+		l.backoff = 0
+	}
+	return l.ev.wait(timeout)
 }
 
 func changed(a, b Position) bool {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
@@ -78,7 +77,7 @@ func cancelRun(opts *cancelOptions) error {
 		case errors.Is(err, queue.ErrNotOwner):
 			err = fmt.Errorf("%v; ask its owner, or root, to cancel it", err)
 		}
-		return &exitError{code: hold.ExitUsage, err: err}
+		return usageErr("%w", err)
 	}
 	fmt.Fprintf(opts.Out, "cancelled %s from the %s queue\n", desc, res)
 	return nil

@@ -96,7 +96,7 @@ func doctorRun(opts *doctorOptions) error {
 		enc := json.NewEncoder(opts.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
+			return usageErr("writing the report: %w", err)
 		}
 		return nil
 	}
@@ -129,10 +129,10 @@ func doctorRun(opts *doctorOptions) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, nodes, holders)
 	}
 	if err := tw.Flush(); err != nil {
-		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
+		return usageErr("writing the report: %w", err)
 	}
 	if _, err := fmt.Fprint(opts.Out, "\n"+queueDirText(rep.QueueDir)); err != nil {
-		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the report: %w", err)}
+		return usageErr("writing the report: %w", err)
 	}
 	return nil
 }

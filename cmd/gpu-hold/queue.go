@@ -58,7 +58,7 @@ func (g *globalOpts) openQueue() (queue.Queue, error) {
 	}
 	q, err := queue.OpenDir(dir, g.Resource, queue.DirOptions{Warn: g.warn})
 	if err != nil {
-		return nil, &exitError{code: hold.ExitUsage, err: err}
+		return nil, usageErr("%w", err)
 	}
 	return q, nil
 }
@@ -75,12 +75,12 @@ func (g *globalOpts) openQueueRead() (queue.Queue, error) {
 	q, err := queue.OpenDir(dir, g.Resource, queue.DirOptions{NoCreate: true, Warn: g.warn})
 	if errors.Is(err, queue.ErrNoResource) {
 		if err := hold.KnownResource(dir, g.Resource); err != nil {
-			return nil, &exitError{code: hold.ExitUsage, err: err}
+			return nil, usageErr("%w", err)
 		}
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &exitError{code: hold.ExitUsage, err: err}
+		return nil, usageErr("%w", err)
 	}
 	return q, nil
 }
@@ -89,7 +89,7 @@ func (g *globalOpts) openQueueRead() (queue.Queue, error) {
 func (g *globalOpts) findDir() (string, error) {
 	d, err := hold.FindDir(g.Dir)
 	if err != nil {
-		return "", &exitError{code: hold.ExitUsage, err: err}
+		return "", usageErr("%w", err)
 	}
 	return d, nil
 }
@@ -105,7 +105,7 @@ func queueRun(opts *queueOptions) error {
 	st := queue.Status{Resource: opts.g.Resource, Waiters: []queue.Ticket{}}
 	if q != nil {
 		if st, err = q.Status(); err != nil {
-			return &exitError{code: hold.ExitUsage, err: err}
+			return usageErr("%w", err)
 		}
 	}
 	if opts.JSON {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,20 @@ func TestQueueCreatesNoStateDir(t *testing.T) {
 	wantUnknown(t, err, "gpux", "gpu", "npu")
 	if got := entries(t, state); len(got) != 0 {
 		t.Errorf("gpu-hold queue created %q in $XDG_STATE_HOME", got)
+	}
+}
+
+// A ticket that is not a number is refused before the queue is opened;
+// the t.N form of a ticket's file name is taken as N.
+func TestCancelNotANumber(t *testing.T) {
+	dir := t.TempDir()
+	for _, ticket := range []string{"banana", "-1", "1.5", "t.", "", "18446744073709551616"} {
+		err := cancelRun(&cancelOptions{g: testGlobal(dir, "gpu"), Ticket: ticket, UID: os.Getuid(), Out: &bytes.Buffer{}})
+		wantUsageErr(t, err, strconv.Quote(ticket)+" is not a ticket number")
+	}
+	err := cancelRun(&cancelOptions{g: testGlobal(dir, "gpu"), Ticket: "t.5", UID: os.Getuid(), Out: &bytes.Buffer{}})
+	wantUsageErr(t, err, "no ticket 5 is waiting")
+	if got := entries(t, dir); len(got) != 0 {
+		t.Errorf("cancel left %q in the queue dir", got)
 	}
 }

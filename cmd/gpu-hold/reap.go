@@ -3,7 +3,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +17,7 @@ type reapOptions struct {
 	g                   *globalOpts
 	all                 bool
 	grace, survivorWait time.Duration
+	Out                 io.Writer
 }
 
 func newCmdReap(g *globalOpts) *cobra.Command {
@@ -33,7 +36,10 @@ which its successor (another user) may not end: that successor waits, holding th
 and reap runs beside it. --all reaps every resource of the queue directory (the
 gpu-hold-reap timer runs it as root).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return reapRun(cmd, opts) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Out = cmd.OutOrStdout()
+			return reapRun(cmd.Context(), opts)
+		},
 	}
 	cmd.Flags().BoolVar(&opts.all, "all", false, "reap the dead holders of every resource in the queue directory")
 	durationVarP(cmd.Flags(), &opts.grace, "grace", "g", 10*time.Second, "time between TERM and KILL")
@@ -41,23 +47,33 @@ gpu-hold-reap timer runs it as root).`,
 	return cmd
 }
 
-func reapRun(cmd *cobra.Command, opts *reapOptions) error {
+func reapRun(ctx context.Context, opts *reapOptions) error {
+	// As the hold command refuses them (hold.Options.Validate): a negative
+	// grace would KILL at once, which is not what the user asked for.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--grace", opts.grace}, {"--survivor-wait", opts.survivorWait}} {
+		if d.v < 0 {
+			return usageErr("%s must not be negative (got %v): use 0 for none", d.name, d.v)
+		}
+	}
 	dir, err := opts.g.queueDir()
 	if err != nil {
 		return err
 	}
-	n, err := hold.Reap(cmd.Context(), hold.ReapOptions{Dir: dir, Resource: opts.g.Resource, All: opts.all, Grace: opts.grace, SurvivorWait: opts.survivorWait, Log: opts.g.Log})
+	n, err := hold.Reap(ctx, hold.ReapOptions{Dir: dir, Resource: opts.g.Resource, All: opts.all, Grace: opts.grace, SurvivorWait: opts.survivorWait, Log: opts.g.Log})
 	if err != nil {
-		return &exitError{code: hold.ExitUsage, err: err}
+		return usageErr("%w", err)
 	}
 	what := opts.g.Resource
 	if opts.all {
 		what = dir
 	}
 	if n == 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: no dead holder to reap\n", what)
+		fmt.Fprintf(opts.Out, "%s: no dead holder to reap\n", what)
 	} else {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: reaped %d dead holder(s)\n", what, n)
+		fmt.Fprintf(opts.Out, "%s: reaped %d dead holder(s)\n", what, n)
 	}
 	return nil
 }

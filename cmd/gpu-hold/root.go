@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -37,7 +38,9 @@ func (e *exitError) Error() string {
 }
 func (e *exitError) Unwrap() error { return e.err }
 
-// usageErr wraps a usage error (exit 125).
+// usageErr is the one way to make an error that exits 125 (a usage error,
+// or a failure of gpu-hold's own): format and arguments as for fmt.Errorf,
+// so usageErr("%w", err) keeps err for errors.Is.
 func usageErr(format string, a ...any) error {
 	return &exitError{code: hold.ExitUsage, err: fmt.Errorf(format, a...)}
 }
@@ -46,19 +49,24 @@ func execute(args []string) int {
 	g := &globalOpts{}
 	root := newRootCmd(g)
 	root.SetArgs(fixTrackArg(args))
-	err := root.Execute()
+	return exitCode(root.Execute(), os.Stderr)
+}
+
+// exitCode maps a command's error to gpu-hold's exit status, and writes
+// the error's one line to stderr.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "gpu-hold: "+ee.err.Error())
+			fmt.Fprintln(stderr, "gpu-hold: "+ee.err.Error())
 		}
 		return ee.code
 	}
 	// Errors from cobra itself (unknown flag, bad value) are usage errors.
-	fmt.Fprintln(os.Stderr, "gpu-hold: "+err.Error()+" (see gpu-hold --help)")
+	fmt.Fprintln(stderr, "gpu-hold: "+err.Error()+" (see gpu-hold --help)")
 	return hold.ExitUsage
 }
 
@@ -77,13 +85,13 @@ func (g *globalOpts) setupLog() error {
 func (g *globalOpts) queueDir() (string, error) {
 	d, err := hold.ResolveDir(g.Dir)
 	if err != nil {
-		return "", &exitError{code: hold.ExitUsage, err: err}
+		return "", usageErr("%w", err)
 	}
 	return d, nil
 }
 
 func newRootCmd(g *globalOpts) *cobra.Command {
-	root := newCmdRun(g)
+	root := newCmdRun(g, nil)
 	root.SilenceErrors = true
 	root.SilenceUsage = true
 	root.CompletionOptions.DisableDefaultCmd = true

@@ -23,7 +23,10 @@ type runOptions struct {
 	dashAt   int
 }
 
-func newCmdRun(g *globalOpts) *cobra.Command {
+// newCmdRun builds the root command. runF, when not nil, runs instead of
+// runRun (gh's seam): a test sees the parsed options without starting a
+// hold.
+func newCmdRun(g *globalOpts, runF func(context.Context, *runOptions, []string) error) *cobra.Command {
 	opts := &runOptions{g: g}
 	o := &opts.o
 	cmd := &cobra.Command{
@@ -38,6 +41,9 @@ still holds the device, writes a record, and only then releases the token.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.dashAt = cmd.ArgsLenAtDash()
+			if runF != nil {
+				return runF(cmd.Context(), opts, args)
+			}
 			return runRun(cmd.Context(), opts, args)
 		},
 	}
@@ -105,7 +111,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		if errors.As(err, &he) {
 			return &exitError{code: he.Code, err: he.Err}
 		}
-		return &exitError{code: hold.ExitUsage, err: err}
+		return usageErr("%w", err)
 	}
 	if res.Code != 0 {
 		return &exitError{code: res.Code}

@@ -16,7 +16,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/safefs"
 )
@@ -88,7 +87,7 @@ func showRun(opts *showOptions) error {
 	}
 	rec, err := record.ReadRecord(path)
 	if err != nil {
-		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("%v (cannot show this record)", err)}
+		return usageErr("%v (cannot show this record)", err)
 	}
 	if rec.Truncated && opts.Format != "tree" {
 		fmt.Fprintf(opts.ErrOut, "gpu-hold: record %s: its last line was cut short (the hold was killed) and is left out\n", path)
@@ -98,7 +97,7 @@ func showRun(opts *showOptions) error {
 	var f *os.File
 	if toFile {
 		if f, err = createOutput(opts.Output); err != nil {
-			return &exitError{code: hold.ExitUsage, err: fmt.Errorf("cannot write %s: %v", opts.Output, err)}
+			return usageErr("cannot write %s: %v", opts.Output, err)
 		}
 		defer f.Close()
 		out = f
@@ -121,7 +120,7 @@ func showRun(opts *showOptions) error {
 		err = f.Close()
 	}
 	if err != nil {
-		return &exitError{code: hold.ExitUsage, err: fmt.Errorf("writing the %s of %s: %v", opts.Format, path, err)}
+		return usageErr("writing the %s of %s: %v", opts.Format, path, err)
 	}
 	if toFile && opts.Format == "timeline" {
 		fmt.Fprintf(opts.ErrOut, "gpu-hold: wrote %s: open it in https://ui.perfetto.dev\n", opts.Output)
@@ -149,7 +148,7 @@ func (opts *showOptions) resolve() (string, error) {
 	if _, err := os.Stat(arg); err == nil {
 		return arg, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", &exitError{code: hold.ExitUsage, err: fmt.Errorf("cannot read record %s: %v", arg, err)}
+		return "", usageErr("cannot read record %s: %v", arg, err)
 	}
 	if !strings.ContainsRune(arg, '/') && opts.g != nil {
 		if dir, err := opts.g.findDir(); err == nil {
