@@ -7,15 +7,22 @@
  *
  *   sched_process_fork  admits the child of a member (or a child of the
  *                       launcher: the payload); once sealed, kills the forking
- *                       member and its newborn child instead of letting the
- *                       lineage grow;
+ *                       member (and, see SEAL_AT_FORK, its newborn child)
+ *                       instead of letting the lineage grow;
  *   sched_process_exec  records the program and a bounded argv;
  *   sched_process_exit  removes a member when its thread group is dead.
  *
  * Every admission, exec and exit is also streamed through a ring buffer for
  * the hold's record. Nothing is lost silently: a full lineage map and a full
  * ring buffer are both counted in the state map. Each hold loads its own copy
- * of these programs and maps, so holds never see each other's members. */
+ * of these programs and maps, so holds never see each other's members.
+ *
+ * The file is compiled twice (gen.go). By default the seal also kills the
+ * newborn child at its fork with the kfunc bpf_send_signal_task (Linux
+ * 6.13+). With -DSEAL_AT_FORK no kfunc is referenced, so the object loads on
+ * older kernels: bpf_send_signal can only signal the current task, which at
+ * sched_process_fork is the parent, so only the forking member dies at the
+ * fork; its child, a member like any other, is left to the KILL pass. */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -45,6 +52,7 @@ char __license[] SEC("license") = "GPL";
 /* member.flags */
 #define MEMBER_ROOT 1            /* the payload, admitted from the launcher */
 #define MEMBER_KILLED_AT_BIRTH 2 /* born after the seal, SIGKILLed at the fork */
+#define MEMBER_BORN_SEALED 4     /* born after the seal, left to the KILL pass (SEAL_AT_FORK) */
 
 /* event.kind */
 enum event_kind {
@@ -137,7 +145,16 @@ struct {
 const struct event *unused_event __attribute__((unused));
 const struct exec_event *unused_exec_event __attribute__((unused));
 
+#ifndef SEAL_AT_FORK
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym;
+#endif
+
+/* BORN_SEALED is the flag of a member born after the seal. */
+#ifdef SEAL_AT_FORK
+#define BORN_SEALED MEMBER_BORN_SEALED
+#else
+#define BORN_SEALED MEMBER_KILLED_AT_BIRTH
+#endif
 
 /* Wake the reader only when the buffer is half full (of the size it was
  * loaded with): a wake-up per event costs an inter-processor interrupt (an
@@ -214,7 +231,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	}
 	if (pm) {
 		if (cfg->sealed)
-			flags |= MEMBER_KILLED_AT_BIRTH;
+			flags |= BORN_SEALED;
 	} else if (cfg->launcher != 0 && cfg->launcher == ptgid &&
 		   BPF_CORE_READ(parent, group_leader, start_boottime) / NS_PER_TICK == cfg->launcher_start) {
 		/* The last child is the payload: Go's os/exec may first fork a
@@ -241,14 +258,17 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		__sync_fetch_and_add(&st->admitted, 1);
 	}
 
-	/* Sealed: the forking member dies at the fork, the child at birth (it
-	 * has not run yet; the kill is pending when it is first woken). */
-	if (flags & MEMBER_KILLED_AT_BIRTH) {
+	/* Sealed: the forking member dies at the fork (it is the current
+	 * task), and the child at birth (it has not run yet; the kill is
+	 * pending when it is first woken), where the kfunc exists. */
+	if (flags & BORN_SEALED) {
 		if (bpf_send_signal(SIGKILL))
 			flags |= EVENT_PARENT_KILL_FAILED;
+#ifndef SEAL_AT_FORK
 		if (bpf_send_signal_task(child, SIGKILL, PIDTYPE_TGID, 0))
 			flags |= EVENT_CHILD_KILL_FAILED;
 		__sync_fetch_and_add(&st->killed_at_birth, 1);
+#endif
 	}
 
 	e = reserve(sizeof(*e));

@@ -25,7 +25,8 @@ const DefaultEventBytes = 4 << 20
 // Member flags, as stored in the lineage map and repeated in events.
 const (
 	MemberRoot          = 1 // the payload, admitted as the launcher's child
-	MemberKilledAtBirth = 2 // born to a member after the seal and killed at the fork
+	MemberKilledAtBirth = 2 // born to a member after the seal and killed at the fork (SealBirth)
+	MemberBornSealed    = 4 // born to a member after the seal, left to the KILL pass (SealFork)
 )
 
 // Options configure Load.
@@ -38,6 +39,8 @@ type Options struct {
 	EventBytes uint32
 	// Capacity overrides the lineage map's capacity (tests); 0 means Capacity.
 	Capacity uint32
+	// Seal chooses the compiled seal (tests); "" means HostSeal's choice.
+	Seal SealMode
 }
 
 // Member is one process of the lineage as the kernel recorded it.
@@ -46,7 +49,7 @@ type Member struct {
 	Parent  int    // tgid that forked it; the launcher for the payload
 	StartNs uint64 // task->start_boottime
 	HoldID  uint64 // HashHoldID of the hold that admitted it
-	Flags   uint32 // MemberRoot, MemberKilledAtBirth
+	Flags   uint32 // MemberRoot, MemberKilledAtBirth, MemberBornSealed
 }
 
 // StartTicks is the member's start time as /proc/PID/stat field 22 gives it.
@@ -68,13 +71,14 @@ type Counters struct {
 	Admitted      uint64 // members ever admitted
 	Overflow      uint64 // children the full lineage map could not store
 	Lost          uint64 // ring buffer reservations that failed (events lost)
-	KilledAtBirth uint64 // children killed at the fork after the seal
+	KilledAtBirth uint64 // children killed at the fork after the seal (SealBirth only)
 }
 
 // Lineage is one hold's loaded programs, maps and links. Close it.
 type Lineage struct {
 	holdID string
 	id     uint64
+	seal   SealMode // "" for a lineage opened from pins
 	maps   lineageMaps
 	progs  lineagePrograms
 	links  []link.Link
@@ -109,11 +113,19 @@ func Load(opts Options) (_ *Lineage, err error) {
 	if opts.HoldID != "" && !validHoldID(opts.HoldID) {
 		return nil, fmt.Errorf("hold id %q: use letters, digits, '.', '_' and '-' only", opts.HoldID)
 	}
-	// BPF memory is charged to the memory cgroup (Linux 5.11+, and the
-	// tracker needs 6.13+), not RLIMIT_MEMLOCK: no rlimit to raise.
+	// BPF memory is charged to the memory cgroup (Linux 5.11+), not
+	// RLIMIT_MEMLOCK: no rlimit to raise (the README states the floor).
+	seal := opts.Seal
+	if seal == "" {
+		c, err := HostSeal()
+		if err != nil {
+			return nil, err
+		}
+		seal = c.Mode
+	}
 
 	// Load the embedded object: CO-RE relocates it against this kernel's BTF.
-	spec, err := loadLineage()
+	spec, err := specFor(seal)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +143,7 @@ func Load(opts Options) (_ *Lineage, err error) {
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, loadError(err)
 	}
-	l := &Lineage{holdID: opts.HoldID, id: HashHoldID(opts.HoldID), maps: objs.lineageMaps, progs: objs.lineagePrograms}
+	l := &Lineage{holdID: opts.HoldID, id: HashHoldID(opts.HoldID), seal: seal, maps: objs.lineageMaps, progs: objs.lineagePrograms}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -184,6 +196,10 @@ func loadError(err error) error {
 // HoldID is the hold name the lineage was loaded or opened for.
 func (l *Lineage) HoldID() string { return l.holdID }
 
+// SealMode is the seal Load compiled in; "" for a lineage opened from pins
+// (its dead holder chose, and the pins do not say).
+func (l *Lineage) SealMode() SealMode { return l.seal }
+
 // ErrClosed is returned by a Lineage's methods after Close.
 var ErrClosed = errors.New("the lineage BPF objects are closed")
 
@@ -226,7 +242,8 @@ func (l *Lineage) SetLauncher(pid int, start uint64) error {
 }
 
 // Seal stops the lineage from growing: from now on a member that forks is
-// killed at the fork and its child at birth. It cannot be undone.
+// killed at the fork, and its child at birth under SealBirth (under
+// SealFork the child is a member, for the KILL pass). It cannot be undone.
 func (l *Lineage) Seal() error {
 	c, err := l.readConfig()
 	if err != nil {
