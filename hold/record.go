@@ -41,7 +41,7 @@ func (r *recorder) open(h *holdRun, granted time.Time) {
 	host, _ := os.Hostname()
 	w, err := createRecord(o, path, record.HoldInfo{
 		ID: h.id, Resource: o.Resource, Label: o.Label, Ticket: h.ticket.Seq, Holder: h.ticket.Holder,
-		UID: os.Getuid(), Host: host, Cmd: o.Cmd, Backend: h.res.Backend, BackendNote: h.backendNote,
+		UID: os.Getuid(), Host: host, Cmd: o.Cmd, Backend: h.res.Backend, Seal: h.res.Seal, BackendNote: h.backendNote,
 		Times: record.HoldTimes{Queued: h.queued, Granted: granted},
 	})
 	if err != nil {

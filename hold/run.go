@@ -21,6 +21,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/teardown"
+	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 // Result is how a hold ended.
@@ -31,6 +32,7 @@ type Result struct {
 	HoldID   string
 	Record   string
 	Backend  string
+	Seal     string // how the tracker's seal stops forks: tracker.SealOf
 	Teardown teardown.Outcome
 }
 
@@ -84,7 +86,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
 	defer tr.Close()
-	h.res.Backend = tr.Backend()
+	h.res.Backend, h.res.Seal = tr.Backend(), tracker.SealOf(tr)
 	if h.devices, err = devicePatterns(&o); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}

@@ -101,6 +101,9 @@ type HoldInfo struct {
 	Host     string     `json:"host,omitempty"`
 	Cmd      []string   `json:"cmd,omitempty"` // the payload command line
 	Backend  string     `json:"backend,omitempty"`
+	// Seal is how the tracker's seal stopped forks in the KILL pass:
+	// "birth", "fork" or "passes" (docs/RECORD.md).
+	Seal string `json:"seal,omitempty"`
 	// BackendNote says why the backend was chosen (the fallback notice).
 	BackendNote string `json:"backend_note,omitempty"`
 	// Payload is the payload's root process, once started; PGID and SID

@@ -121,6 +121,9 @@ func (t *treeWriter) header() {
 	if h.Backend != "" {
 		t.printf(" · backend %s", h.Backend)
 	}
+	if h.Seal != "" {
+		t.printf(" · seal %s", h.Seal)
+	}
 	t.printf("\n")
 	if h.BackendNote != "" {
 		t.printf("  note: %s\n", h.BackendNote)

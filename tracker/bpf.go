@@ -53,7 +53,7 @@ func newBPFTracker(opts Options) (Tracker, error) {
 		return nil, &ProbeError{Backend: BackendBPF, Reason: err.Error()}
 	}
 	primeGoPidfdCheck()
-	l, err := bpf.Load(bpf.Options{HoldID: opts.HoldID})
+	l, err := bpf.Load(bpf.Options{HoldID: opts.HoldID, Seal: opts.Seal})
 	if err != nil {
 		return nil, err
 	}
@@ -211,9 +211,13 @@ func (t *bpfTracker) Account() (some, known bool) {
 // Changed is signalled on every fork and exit the kernel reports.
 func (t *bpfTracker) Changed() <-chan struct{} { return t.changed }
 
-// Seal makes the kernel kill a forking member at the fork and its child at
-// birth, from now on.
+// Seal makes the kernel kill a forking member at the fork and, under
+// bpf.SealBirth, its child at birth, from now on.
 func (t *bpfTracker) Seal() error { return t.l.Seal() }
+
+// SealMode is the seal the lineage was loaded with ("" when opened from
+// a dead holder's pins).
+func (t *bpfTracker) SealMode() bpf.SealMode { return t.l.SealMode() }
 
 func (t *bpfTracker) Counters() record.Counters {
 	c, err := t.l.Counters()

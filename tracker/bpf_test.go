@@ -102,14 +102,18 @@ func (s *btSink) count(k record.Kind) int {
 	return n
 }
 
-// btTracker loads a tracker for a hold id unique to the test.
-func btTracker(t *testing.T) (Tracker, *btSink) {
+// btTracker loads a tracker for a hold id unique to the test, with the
+// seal this host chooses (GPU_HOLD_BPF_SEAL may force one).
+func btTracker(t *testing.T) (Tracker, *btSink) { return btTrackerSeal(t, "") }
+
+// btTrackerSeal is btTracker with a given seal ("": the host's).
+func btTrackerSeal(t *testing.T, seal bpf.SealMode) (Tracker, *btSink) {
 	t.Helper()
 	btNeedBPF(t)
 	sink := &btSink{}
 	var b [4]byte
 	rand.Read(b[:])
-	tr, err := New(BackendBPF, Options{Sink: sink.add, HoldID: "test-" + hex.EncodeToString(b[:])})
+	tr, err := New(BackendBPF, Options{Sink: sink.add, HoldID: "test-" + hex.EncodeToString(b[:]), Seal: seal})
 	if err != nil {
 		t.Fatalf("New(bpf): %v", err)
 	}
@@ -433,10 +437,27 @@ wait`
 }
 
 // TestBPFSealStopsForkStorm: three members fork as fast as they can; after
-// the seal each dies at its next fork with its child (no signal from the
-// test), and kill passes over Live() leave nothing.
+// the seal each dies at its next fork (no signal from the test). Under the
+// birth seal its child dies with it, at birth; under the fork seal that
+// child is a member, flagged born sealed and alive, for the kill passes.
+// Kill passes over Live() then leave nothing, under either seal.
 func TestBPFSealStopsForkStorm(t *testing.T) {
-	tr, sink := btTracker(t)
+	for _, seal := range []bpf.SealMode{bpf.SealBirth, bpf.SealFork} {
+		t.Run(string(seal), func(t *testing.T) {
+			btNeedBPF(t)
+			if seal == bpf.SealBirth && !slices.Contains(bpf.SealsHere(), seal) {
+				t.Skipf("this kernel has no %s (Linux < 6.13): only the fork seal loads here", bpf.SendSignalTask)
+			}
+			sealStopsForkStorm(t, seal)
+		})
+	}
+}
+
+func sealStopsForkStorm(t *testing.T, seal bpf.SealMode) {
+	tr, sink := btTrackerSeal(t, seal)
+	if got := SealOf(tr); got != string(seal) {
+		t.Fatalf("SealOf = %q, want %q", got, seal)
+	}
 	mark := btNewMark(t)
 	script := `for j in 1 2 3; do ( while :; do sleep 100 & done ) & done; exec sleep 300`
 	cmd, _ := btLaunch(t, tr, mark, nil, "bash", "-c", script)
@@ -447,10 +468,13 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 	if err := tr.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	// Every storm loop forks again within milliseconds: it dies there, and
-	// so does the child it forked, with no signal from us.
-	btWaitFor(t, 10*time.Second, "three killed-at-birth events", func() bool { return sink.count(record.KilledAtBirth) >= 3 })
-	btWaitFor(t, 5*time.Second, "the storm loops and their last children dead by the seal alone", func() bool {
+	// Every storm loop forks again within milliseconds: it dies there
+	// (and, under the birth seal, so does the child it forked), with no
+	// signal from us.
+	if seal == bpf.SealBirth {
+		btWaitFor(t, 10*time.Second, "three killed-at-birth events", func() bool { return sink.count(record.KilledAtBirth) >= 3 })
+	}
+	btWaitFor(t, 5*time.Second, "the storm loops (and under the birth seal their last children) dead by the seal alone", func() bool {
 		for _, st := range marks.Live(mark) {
 			if st.Comm == "bash" {
 				return false
@@ -463,6 +487,9 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 		}
 		return true
 	})
+	if seal == bpf.SealFork {
+		btBornSealedAlive(t, tr, sink)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	passes := 0
 	for {
@@ -492,6 +519,29 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 		}
 	}
 	t.Logf("%d kill passes; %d killed at birth; counters %+v", passes, sink.count(record.KilledAtBirth), tr.Counters())
+}
+
+// btBornSealedAlive checks the fork seal's half of the storm: no child was
+// killed at birth, and each storm loop's last child is a member flagged
+// born sealed and still alive, for the kill passes to end.
+func btBornSealedAlive(t *testing.T, tr Tracker, sink *btSink) {
+	t.Helper()
+	if n := sink.count(record.KilledAtBirth); n != 0 {
+		t.Errorf("%d killed-at-birth events under the fork seal, want none", n)
+	}
+	ms, err := tr.(*bpfTracker).l.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := 0
+	for _, m := range ms {
+		if m.Flags&bpf.MemberBornSealed != 0 && proc.Alive(proc.Ident{PID: m.PID, Start: m.StartTicks()}) {
+			alive++
+		}
+	}
+	if alive < 3 {
+		t.Errorf("%d live members born after the seal, want one per storm loop (3): the fork seal left them to the KILL pass", alive)
+	}
 }
 
 // TestBPFTwoHoldsApart: two trackers at once each see only their own payload.

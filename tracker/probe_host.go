@@ -1,6 +1,6 @@
 // probe_host.go owns the host facts the backends depend on, each checked on
 // its own so that `gpu-hold doctor` can show them: capabilities, kernel
-// release, kernel BTF and the kfunc the seal needs, pidfds, subreapers.
+// release and the seal it gives, kernel BTF, pidfds, subreapers.
 package tracker
 
 import (
@@ -11,7 +11,6 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,20 +80,30 @@ func CheckBTF() error {
 	return nil
 }
 
-// CheckSendSignalTask says whether the kernel has the kfunc
-// bpf_send_signal_task (6.13+), without which the seal cannot kill a child
-// at birth.
-func CheckSendSignalTask() error {
-	spec, err := btf.LoadKernelSpec()
-	if err != nil {
-		return fmt.Errorf("reading kernel BTF: %v", err)
+// KernelFloor is the oldest kernel release the eBPF tracker is meant for:
+// BPF memory is charged to the memory cgroup from 5.11 on (before, to
+// RLIMIT_MEMLOCK, which gpu-hold does not raise); everything else it uses
+// is older (the README's table of kernel features).
+var KernelFloor = [2]int{5, 11}
+
+// CheckKernel says whether this kernel is at least KernelFloor. The load
+// test (ProbeBPF) decides whether eBPF works; this says why it may not.
+func CheckKernel() error {
+	rel := KernelRelease()
+	var major, minor int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
+		return fmt.Errorf("cannot read the kernel release %q", rel)
 	}
-	var fn *btf.Func
-	if err := spec.TypeByName("bpf_send_signal_task", &fn); err != nil {
-		return fmt.Errorf("kernel %s has no bpf_send_signal_task kfunc (added in 6.13), so the seal could not kill a child at birth", KernelRelease())
+	if major < KernelFloor[0] || major == KernelFloor[0] && minor < KernelFloor[1] {
+		return fmt.Errorf("%s is older than %d.%d, which the eBPF tracker needs (run `ulimit -l unlimited` first on 5.8 to 5.10; procfs works on any)", rel, KernelFloor[0], KernelFloor[1])
 	}
 	return nil
 }
+
+// Seal says which seal the eBPF tracker gets on this host and why (see
+// bpf.HostSeal): "kill at birth (bpf_send_signal_task)", or "kill at fork,
+// children by the KILL pass (no bpf_send_signal_task: Linux < 6.13)".
+func Seal() (bpf.SealChoice, error) { return bpf.HostSeal() }
 
 // initPidNSIno is the inode number the kernel gives the initial pid
 // namespace (PROC_PID_INIT_INO), a constant of its ABI.

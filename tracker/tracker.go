@@ -7,6 +7,8 @@ package tracker
 import (
 	"os/exec"
 
+	"github.com/gpu-hold/gpu-hold/bpf"
+
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/record"
 )
@@ -41,9 +43,9 @@ type Tracker interface {
 	// happen (procfs) returns nil, and the caller rescans on its own.
 	Changed() <-chan struct{}
 	// Seal stops the lineage from growing: from now on a member that forks
-	// is killed at the fork and its child at birth (eBPF). The procfs
-	// backend cannot stop forks; its Seal records the instant and the
-	// caller repeats its KILL passes.
+	// is killed at the fork and, where the kernel has the kfunc, its child
+	// at birth (eBPF; see SealOf). The procfs backend cannot stop forks;
+	// its Seal records the instant and the caller repeats its KILL passes.
 	Seal() error
 	// Counters reports events the tracker lost or could not store.
 	Counters() record.Counters
@@ -76,6 +78,24 @@ type Options struct {
 	Flush func()
 	// HoldID names the hold (used for pins and to keep holds apart).
 	HoldID string
+	// Seal forces the eBPF seal (tests); "" means bpf.HostSeal's choice.
+	Seal bpf.SealMode
+}
+
+// Seal modes, as SealOf and the record's hold.seal name them.
+const (
+	SealBirth  = string(bpf.SealBirth) // eBPF: the forking member at the fork, its child at birth
+	SealFork   = string(bpf.SealFork)  // eBPF without the kfunc: the forking member at the fork, its child by the KILL pass
+	SealPasses = "passes"              // procfs: nothing stops a fork; KILL passes repeat until the lineage is empty
+)
+
+// SealOf says how tr's seal stops its lineage from growing: SealBirth,
+// SealFork, SealPasses, or "" when it is not known (a dead holder's pins).
+func SealOf(tr Tracker) string {
+	if s, ok := tr.(interface{ SealMode() bpf.SealMode }); ok {
+		return string(s.SealMode())
+	}
+	return SealPasses
 }
 
 // New returns a tracker for backend: BackendBPF or BackendProc.

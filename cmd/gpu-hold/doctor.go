@@ -1,8 +1,8 @@
 // doctor.go owns `gpu-hold doctor`: which tracker backends this host can use
 // and, when one cannot be used, exactly why; then the host facts behind that
-// (capabilities, BTF, kernel, cgroup v2, pidfd, subreaper, bpffs), the
-// resources, and the queue directory's set-up with the command that fixes
-// each problem, in short tables or as JSON.
+// (capabilities, BTF, kernel and its seal, cgroup v2, pidfd, subreaper,
+// bpffs), the resources, and the queue directory's set-up with the command
+// that fixes each problem, in short tables or as JSON.
 package main
 
 import (
@@ -41,8 +41,11 @@ type doctorCheck struct {
 // doctorReport is what --json prints.
 type doctorReport struct {
 	// TrackAuto is the backend --track=auto would use here.
-	TrackAuto string        `json:"track_auto"`
-	Checks    []doctorCheck `json:"checks"`
+	TrackAuto string `json:"track_auto"`
+	// Seal is how the eBPF tracker's seal stops forks here: "birth" (the
+	// kfunc bpf_send_signal_task) or "fork"; empty when it cannot tell.
+	Seal   string        `json:"seal,omitempty"`
+	Checks []doctorCheck `json:"checks"`
 	// Resources are the configured resources, their device nodes on this
 	// host, and who holds them now.
 	Resources []doctorResource `json:"resources"`
@@ -72,8 +75,9 @@ func newCmdDoctor(g *globalOpts) *cobra.Command {
 		Short: "Show which tracker backends this host can use, and why not",
 		Long: `Check what gpu-hold needs from this host: whether the eBPF tracker (--track=bpf) and the
 procfs tracker (--track=proc) can be used, and if not exactly why, then the facts behind it:
-capabilities, kernel BTF, kernel version, cgroup v2 and cgroup.kill, pidfds, the child
-subreaper, and the BPF filesystem. It loads and unloads the eBPF programs once to be sure.
+capabilities, kernel BTF, kernel version and the seal it gives the eBPF tracker (kill at birth
+with bpf_send_signal_task on Linux 6.13+, else kill at fork with the children left to the KILL
+pass), cgroup v2 and cgroup.kill, pidfds, the child subreaper, and the BPF filesystem. It loads and unloads the eBPF programs once to be sure.
 Then it checks the queue directory: a fleet directory (shared by a group), each resource
 directory and its records/ must be root's, of the users' group, and mode 3775; seq and token
 group-writable regular files; resources.json root's. Each problem is one line with the
@@ -198,7 +202,9 @@ func runDoctorChecks() doctorReport {
 	}
 	add("capabilities", err, caps.String())
 	add("btf", tracker.CheckBTF(), tracker.VmlinuxBTF)
-	add("kernel", tracker.CheckSendSignalTask(), tracker.KernelRelease()+" (has bpf_send_signal_task)")
+	kernel, seal := kernelCheck()
+	rep.Seal = seal
+	rep.Checks = append(rep.Checks, kernel)
 	detail, err := cgroupV2()
 	add("cgroup v2", err, detail)
 	add("pidfd", tracker.CheckPidfd(), "pidfd_open works")
@@ -210,6 +216,22 @@ func runDoctorChecks() doctorReport {
 	}
 	add("bpffs", fsErr, fsDetail)
 	return rep
+}
+
+// kernelCheck is the kernel row: the release, whether it is at least the
+// eBPF tracker's floor, and the seal the tracker gets here.
+func kernelCheck() (doctorCheck, string) {
+	c := doctorCheck{Name: "kernel", OK: true, Detail: tracker.KernelRelease()}
+	if err := tracker.CheckKernel(); err != nil {
+		c.OK, c.Detail = false, err.Error()
+	}
+	seal, err := tracker.Seal()
+	if err != nil {
+		c.Detail += "; seal: " + err.Error()
+		return c, ""
+	}
+	c.Detail += "; seal: " + seal.String()
+	return c, string(seal.Mode)
 }
 
 // unwrapProbe drops the "X tracker unavailable:" prefix: the row names the backend.

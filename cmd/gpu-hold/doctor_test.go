@@ -35,3 +35,17 @@ func TestDoctorQueueDirLines(t *testing.T) {
 		t.Errorf("private dir: %s", out.String())
 	}
 }
+
+// TestDoctorKernelSeal: the kernel row names the seal and never fails for
+// lack of the kfunc; GPU_HOLD_BPF_SEAL=fork shows as the reason.
+func TestDoctorKernelSeal(t *testing.T) {
+	t.Setenv("GPU_HOLD_BPF_SEAL", "fork")
+	c, seal := kernelCheck()
+	if want := "; seal: kill at fork, children by the KILL pass (GPU_HOLD_BPF_SEAL=fork)"; seal != "fork" || !strings.HasSuffix(c.Detail, want) {
+		t.Errorf("kernel row %+v, seal %q: want seal fork and a detail ending %q", c, seal, want)
+	}
+	t.Setenv("GPU_HOLD_BPF_SEAL", "never")
+	if c, seal := kernelCheck(); seal != "" || !strings.Contains(c.Detail, "GPU_HOLD_BPF_SEAL=\"never\"") {
+		t.Errorf("kernel row %+v, seal %q for a bad GPU_HOLD_BPF_SEAL", c, seal)
+	}
+}
