@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/internal/cprog"
 	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 // holdArgs joins flags, "--" and the payload.
@@ -346,7 +348,10 @@ while :; do sleep 0.05; done
 //
 // Catches: a single KILL pass over one walk (children born after the walk
 // live on); a teardown that stops when one pass found nothing new while
-// the storm still forks.
+// the storm still forks. The record says which seal ended it: eBPF's
+// "birth" (Linux 6.13+: children born after the seal are killed-at-birth)
+// or "fork" (before, or with GPU_HOLD_BPF_SEAL=fork: no child is
+// killed-at-birth, the KILL pass ends them), procfs's "passes".
 func TestE8ForkStorm(t *testing.T) { forBackends(t, false, routeE8) }
 
 func routeE8(t *testing.T, rg rig) {
@@ -362,7 +367,8 @@ wait
 await ready
 exec sleep 300
 `)
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "500ms")...)
+	rec := filepath.Join(d, "record.jsonl")
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "500ms", "--dump", rec)...)
 	time.Sleep(800 * time.Millisecond)
 	if n := len(marked(mark)); n < 100 {
 		t.Errorf("test shape: only %d marked processes 0.8 s into the storm", n)
@@ -376,6 +382,34 @@ exec sleep 300
 	}
 	if left := waitUnmarked(mark, 2*time.Second); len(left) > 0 {
 		t.Errorf("%d marked processes still alive 2 s after the hold returned:%s", len(left), describe(left))
+	}
+	requireSealFates(t, rg, showJSON(t, rec))
+}
+
+// requireSealFates checks a record's seal against the backend and this
+// host, and that only the birth seal has killed-at-birth fates.
+func requireSealFates(t *testing.T, rg rig, doc *recDoc) {
+	t.Helper()
+	want := tracker.SealPasses
+	if rg.Name == "bpf" {
+		c, err := bpf.HostSeal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = string(c.Mode)
+	}
+	births := 0
+	for _, p := range doc.Processes {
+		if p.Fate == "killed-at-birth" {
+			births++
+		}
+	}
+	t.Logf("seal %q: %d of %d processes killed at birth", doc.Hold.Seal, births, len(doc.Processes))
+	if doc.Hold.Seal != want {
+		t.Errorf("the record's seal is %q, want %q", doc.Hold.Seal, want)
+	}
+	if births > 0 && doc.Hold.Seal != tracker.SealBirth {
+		t.Errorf("%d processes killed at birth under seal %q, which cannot kill a child at birth", births, doc.Hold.Seal)
 	}
 }
 

@@ -48,6 +48,7 @@ type recHold struct {
 	Ticket   uint64               `json:"ticket"`
 	Holder   recIdent             `json:"holder"`
 	Backend  string               `json:"backend"`
+	Seal     string               `json:"seal"`
 	Payload  *recIdent            `json:"payload"`
 	Times    map[string]time.Time `json:"times"`
 	ExitCode *int                 `json:"exit_code"`
