@@ -9,7 +9,7 @@ BIN     := bin/gpu-hold
 # user shows as a number in messages).
 export CGO_ENABLED ?= 0
 
-.PHONY: build test bench generate run clean
+.PHONY: build test test-kernels bench generate run clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gpu-hold
@@ -20,6 +20,13 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -parallel 8 -timeout 15m ./...
+
+# The eBPF tests on each kernel of the matrix (issue #22), one line per
+# kernel: the host's, and Debian 12's 6.1 booted under qemu with TCG (the
+# kernel package is downloaded, not installed). As root; .ci/test-kernels
+# says what it needs and installs it.
+test-kernels:
+	GO="$(GO)" .ci/test-kernels
 
 # Benchmarks (issue #7): prints a markdown table, writes bench/results.json.
 bench: build

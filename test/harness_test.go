@@ -3,6 +3,13 @@
 // shares: building the binary once, running holds in private queue
 // directories, and marking every process a test starts so that the test only
 // ever looks at, and signals, its own processes.
+//
+// The binary is built with `go build` into a temporary directory, unless
+// GPU_HOLD_TEST_BIN names a gpu-hold binary built beforehand: then that one
+// is run and no Go toolchain is needed (.ci/test-kernels runs this package's
+// compiled tests in a qemu guest that has none). The binary must be one
+// built from this tree, and its directory must be searchable by every user:
+// the multi-user tests run it as other uids.
 package test
 
 import (
@@ -30,7 +37,25 @@ const markEnv = marks.Env
 
 var bin string // path of the gpu-hold binary built for this run
 
+// binEnv names a prebuilt gpu-hold binary to test instead of building one.
+const binEnv = "GPU_HOLD_TEST_BIN"
+
 func TestMain(m *testing.M) {
+	if prebuilt := os.Getenv(binEnv); prebuilt != "" {
+		abs, err := filepath.Abs(prebuilt)
+		if err == nil {
+			var st os.FileInfo
+			if st, err = os.Stat(abs); err == nil && (!st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0) {
+				err = errors.New("not an executable file")
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s=%s: %v: build one with `go build -o FILE ./cmd/gpu-hold`, or unset %s to have the tests build it\n", binEnv, prebuilt, err, binEnv)
+			os.Exit(1)
+		}
+		bin = abs
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "gpu-hold-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
