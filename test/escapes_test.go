@@ -368,12 +368,14 @@ await ready
 exec sleep 300
 `)
 	rec := filepath.Join(d, "record.jsonl")
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "500ms", "--dump", rec)...)
-	time.Sleep(800 * time.Millisecond)
+	maxHold := slowed(time.Second)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", "500ms", "--dump", rec)...)
+	waitFile(t, filepath.Join(d, "ready"), slowed(10*time.Second))
+	time.Sleep(maxHold * 8 / 10)
 	if n := len(marked(mark)); n < 100 {
-		t.Errorf("test shape: only %d marked processes 0.8 s into the storm", n)
+		t.Errorf("test shape: only %d marked processes %v into the storm", n, maxHold*8/10)
 	} else {
-		t.Logf("%d marked processes 0.8 s into the storm", n)
+		t.Logf("%d marked processes %v into the storm", n, maxHold*8/10)
 	}
 	r := h.Wait(20 * time.Second)
 	requireEnd(t, r, 124, false)
