@@ -23,7 +23,7 @@ const (
 
 func TestFindDirCreatesNothing(t *testing.T) {
 	if _, err := os.Stat(FleetDir); err == nil {
-		t.Skipf("%s exists on this host, so it, not the per-user state dir, is the default", FleetDir)
+		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default", FleetDir)
 	}
 	state := t.TempDir()
 	t.Setenv("GPU_HOLD_DIR", "")

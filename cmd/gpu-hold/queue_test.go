@@ -102,7 +102,7 @@ func TestQueueConfiguredResourceWithoutDir(t *testing.T) {
 // reads.
 func TestQueueCreatesNoStateDir(t *testing.T) {
 	if _, err := os.Stat(hold.FleetDir); err == nil {
-		t.Skipf("%s exists on this host, so it, not the per-user state dir, is the default queue dir", hold.FleetDir)
+		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default queue dir", hold.FleetDir)
 	}
 	state := t.TempDir()
 	t.Setenv("GPU_HOLD_DIR", "")
