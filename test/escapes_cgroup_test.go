@@ -95,14 +95,17 @@ func routeE15(t *testing.T, rg rig) {
 await member
 exec sleep 300
 `)
-	const maxHold, grace, survivorWait = 1500 * time.Millisecond, time.Second, 2 * time.Second
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1500ms", "-g", "1s", "--survivor-wait", "2s")...)
+	// The member must be frozen before the max hold: scaled where holds
+	// start slowly (make test-kernels' guest, see slowed).
+	const grace, survivorWait = time.Second, 2 * time.Second
+	maxHold := slowed(1500 * time.Millisecond)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", "1s", "--survivor-wait", "2s")...)
 	member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
 	st := stat(t, member)
 	leftBehind(t, member, mark, func() { os.WriteFile(filepath.Join(cg, "freezer.state"), []byte("THAWED"), 0) })
 	writeFile(t, filepath.Join(cg, "cgroup.procs"), strconv.Itoa(member))
 	writeFile(t, filepath.Join(cg, "freezer.state"), "FROZEN")
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(slowed(time.Second)); ; time.Sleep(10 * time.Millisecond) {
 		b, _ := os.ReadFile(filepath.Join(cg, "freezer.state"))
 		if strings.TrimSpace(string(b)) == "FROZEN" {
 			break
@@ -118,7 +121,7 @@ exec sleep 300
 	if len(e.Survivors) != 1 || e.Survivors[0] != want {
 		t.Errorf("\"hold ended\" survivors = %+v, want exactly %+v", e.Survivors, want)
 	}
-	if bound := maxHold + grace + survivorWait + 3*time.Second; r.Elapsed > bound {
+	if bound := maxHold + grace + survivorWait + slowed(3*time.Second); r.Elapsed > bound {
 		t.Errorf("hold returned after %v, want within %v (max hold + grace + survivor wait + 3s)", r.Elapsed, bound)
 	}
 	if left := marked(mark); len(left) != 1 || left[0] != member {
