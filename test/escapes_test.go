@@ -370,7 +370,7 @@ exec sleep 300
 	rec := filepath.Join(d, "record.jsonl")
 	maxHold := slowed(time.Second)
 	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", "500ms", "--dump", rec)...)
-	waitFile(t, filepath.Join(d, "ready"), slowed(10*time.Second))
+	waitFile(t, filepath.Join(d, "ready"), 10*time.Second)
 	time.Sleep(maxHold * 8 / 10)
 	if n := len(marked(mark)); n < 100 {
 		t.Errorf("test shape: only %d marked processes %v into the storm", n, maxHold*8/10)

@@ -214,9 +214,10 @@ func waitUnmarked(mark string, limit time.Duration) []int {
 	}
 }
 
-// waitFile waits for path to exist.
+// waitFile waits for path to exist (the limit scaled by slowed).
 func waitFile(t *testing.T, path string, limit time.Duration) {
 	t.Helper()
+	limit = slowed(limit)
 	deadline := time.Now().Add(limit)
 	for {
 		if _, err := os.Stat(path); err == nil {
