@@ -220,22 +220,11 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 		t.Parallel()
 		res := "xa"
 		a := killedHolder(t, f.A, f, res, sigwhoChild(prog))
-		markB, d := newMark(t), openDir(t)
-		ran := filepath.Join(d, "ran")
-		b := f.B.start(t, f.Dir, markB, d, "-r", res, "-l", "b", "-w", "30s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`)
-		requireBlocked(t, f, res, b, a, ran)
-		r := rootReap(t, f, res, func() bool { return !proc.Alive(a.child) })
-		if proc.Alive(a.child) {
-			t.Fatalf("root's gpu-hold reap -r %s did not end the dead holder's child (exit %d)\nstdout:\n%s\nstderr:\n%s", res, r.Code, r.Stdout, r.Stderr)
-		}
-		waitFile(t, ran, 10*time.Second)
-		requireEnd(t, b.Wait(20*time.Second), 0, false)
+		blockedUntilRootReaps(t, f, f.B, res, a)
 		requireSignalledAs(t, a.d, uidA, "root's gpu-hold reap")
 		if st := qStatus(t, f.Dir, res); hasTicket(st.Dead, a.seq) {
 			t.Errorf("after root's reap the queue still lists A's ticket %d as dead", a.seq)
 		}
-		requireNoneLeft(t, a.mark)
-		requireNoneLeft(t, markB)
 	})
 
 	// (b) root's holder dies; A cannot end it: A blocks; root's reap ends it.
@@ -243,18 +232,7 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 		t.Parallel()
 		res := "xb"
 		a := killedHolder(t, f.Root, f, res, plainChild)
-		markA, d := newMark(t), openDir(t)
-		ran := filepath.Join(d, "ran")
-		s := f.A.start(t, f.Dir, markA, d, "-r", res, "-l", "a", "-w", "30s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`)
-		requireBlocked(t, f, res, s, a, ran)
-		r := rootReap(t, f, res, func() bool { return !proc.Alive(a.child) })
-		if proc.Alive(a.child) {
-			t.Fatalf("root's gpu-hold reap -r %s did not end the dead root holder's child (exit %d)\nstdout:\n%s\nstderr:\n%s", res, r.Code, r.Stdout, r.Stderr)
-		}
-		waitFile(t, ran, 10*time.Second)
-		requireEnd(t, s.Wait(20*time.Second), 0, false)
-		requireNoneLeft(t, a.mark)
-		requireNoneLeft(t, markA)
+		blockedUntilRootReaps(t, f, f.A, res, a)
 	})
 
 	// (c) A's holder dies; a root successor ends A's lineage itself (no
@@ -416,6 +394,25 @@ func TestFleetContention(t *testing.T) {
 			t.Errorf("metrics: %s = %s, want %d (one per hold: root's, A's and B's)\n%s", name, got, len(members), b)
 		}
 	}
+}
+
+// blockedUntilRootReaps runs a successor as sr behind dead holder a, which
+// sr may not end: it must not start its payload (requireBlocked) until
+// root's `gpu-hold reap -r res` ended a's child; then it runs and exits 0.
+func blockedUntilRootReaps(t *testing.T, f *fleet, sr rig, res string, a *fleetDead) {
+	t.Helper()
+	mark, d := newMark(t), openDir(t)
+	ran := filepath.Join(d, "ran")
+	s := sr.start(t, f.Dir, mark, d, "-r", res, "-l", "s", "-w", "30s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`)
+	requireBlocked(t, f, res, s, a, ran)
+	r := rootReap(t, f, res, func() bool { return !proc.Alive(a.child) })
+	if proc.Alive(a.child) {
+		t.Fatalf("root's gpu-hold reap -r %s did not end the dead holder's (uid %d) child (exit %d)\nstdout:\n%s\nstderr:\n%s", res, a.uid, r.Code, r.Stdout, r.Stderr)
+	}
+	waitFile(t, ran, 10*time.Second)
+	requireEnd(t, s.Wait(20*time.Second), 0, false)
+	requireNoneLeft(t, a.mark)
+	requireNoneLeft(t, mark)
 }
 
 // TestReapAllSweepsResources: the timer's sweep, `gpu-hold reap --all` as
