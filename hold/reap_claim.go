@@ -109,10 +109,11 @@ func (c *claim) evidence(st proc.Stat) bool {
 	if c.HoldID != "" && tracker.CarriesHoldID(st.PID, c.HoldID) {
 		return true
 	}
-	if c.cgroup == "" {
-		return false
+	cg := cgroup.Open(c.cgroup)
+	if cg == nil {
+		return false // none, or already removed: nobody is in it
 	}
-	for _, pid := range cgroup.Open(c.cgroup).PIDs() {
+	for _, pid := range cg.PIDs() {
 		if pid == st.PID {
 			return true
 		}
