@@ -39,14 +39,16 @@ func (h *holdRun) reapDead(ctx context.Context, g queue.Grant) error {
 		if err != nil {
 			return failf(ExitUsage, "cannot read the queue again while waiting for a dead holder to be ended: %v", err)
 		}
-		h.retryBlocked(g, pending, blocked)
+		if err := h.retryBlocked(g, pending, blocked); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // retryBlocked drops the blocked holders someone entitled reaped, and
 // reaps again those whose block is gone.
-func (h *holdRun) retryBlocked(g queue.Grant, pending []queue.Ticket, blocked map[uint64]record.ReapedHold) {
+func (h *holdRun) retryBlocked(g queue.Grant, pending []queue.Ticket, blocked map[uint64]record.ReapedHold) error {
 	still := map[uint64]bool{}
 	for _, d := range pending {
 		still[d.Seq] = true
@@ -61,9 +63,12 @@ func (h *holdRun) retryBlocked(g queue.Grant, pending []queue.Ticket, blocked ma
 	for _, d := range pending {
 		if rh, ok := blocked[d.Seq]; ok && unblocked(d, rh) {
 			delete(blocked, d.Seq)
-			h.reapAndMark(g, d, blocked)
+			if err := h.reapAndMark(g, d, blocked); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
 }
 
 // reapAndMark reaps d; done, it is marked reaped; blocked, it is noted in
