@@ -140,7 +140,7 @@ func Load(opts Options) (_ *Lineage, err error) {
 		lineagePrograms
 		lineageMaps
 	}
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&objs, loadOptions()); err != nil {
 		return nil, loadError(err)
 	}
 	l := &Lineage{holdID: opts.HoldID, id: HashHoldID(opts.HoldID), seal: seal, maps: objs.lineageMaps, progs: objs.lineagePrograms}
