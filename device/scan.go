@@ -1,10 +1,11 @@
 // Package device holds the host's device checks that run no hold: the
 // resources a hold can queue for and the device nodes each names
 // (resources.go), and which processes hold those nodes (E16): found by
-// walking /proc/*/fd and comparing what each fd refers to (node.go), with
-// each holder's DRM memory from fdinfo (drm.go); and the check after
-// teardown, its baseline and its warn|wait|fail policy (check.go,
-// policy.go). scan.go owns the walk of /proc.
+// walking /proc/*/fd and comparing what each fd refers to (node.go), or, where
+// the kernel can say which processes have them open, reading only those
+// (kernel.go), with each holder's DRM memory from fdinfo (drm.go); and the
+// check after teardown, its baseline and its warn|wait|fail policy
+// (check.go, policy.go). scan.go owns the walk of /proc.
 package device
 
 import (
@@ -28,19 +29,41 @@ import (
 // tolerated, and a process whose fds cannot be read (another user's, when not
 // root) is not seen. No matching node means no holders.
 func ScanHolders(patterns []string) ([]Holder, error) {
-	nodes, err := Expand(patterns)
-	if err != nil || len(nodes) == 0 {
-		return nil, err
-	}
-	return scan(nodes)
+	hs, _, _, err := ScanHoldersWith(patterns, currentFinder())
+	return hs, err
 }
 
-// scan walks /proc once for the given nodes.
-func scan(nodes []Node) ([]Holder, error) {
+// indexOf maps each node's identity to its path.
+func indexOf(nodes []Node) map[nodeKey]string {
 	index := make(map[nodeKey]string, len(nodes))
 	for _, n := range nodes {
 		index[n.key] = n.Path
 	}
+	return index
+}
+
+// scanPIDs checks only the given processes (a kernel Finder's candidates),
+// each as the walk checks it.
+func scanPIDs(nodes []Node, pids []int) []Holder {
+	index := indexOf(nodes)
+	self := os.Getpid()
+	users := map[int]string{}
+	seen := make(map[int]bool, len(pids))
+	var out []Holder
+	for _, pid := range pids {
+		if pid <= 0 || pid == self || seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, scanPID(pid, index, users)...)
+	}
+	sortHolders(out)
+	return out
+}
+
+// scan walks /proc once for the given nodes.
+func scan(nodes []Node) ([]Holder, error) {
+	index := indexOf(nodes)
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("cannot scan for device holders: %v", err)
@@ -62,13 +85,18 @@ func scan(nodes []Node) ([]Holder, error) {
 			break
 		}
 	}
+	sortHolders(out)
+	return out, nil
+}
+
+// sortHolders orders holders by pid, then node.
+func sortHolders(out []Holder) {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].PID != out[j].PID {
 			return out[i].PID < out[j].PID
 		}
 		return out[i].Node < out[j].Node
 	})
-	return out, nil
 }
 
 // scanPID returns what process pid holds among the indexed nodes. Every read

@@ -1,0 +1,84 @@
+// devfind_test.go checks, as root, that the device-holder check's kernel
+// path finds a holder of a fake device node (an unused device number, held
+// with O_PATH) and agrees with the walk of /proc it replaces.
+package hold
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/device"
+	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
+)
+
+// unusedCharMajor is a major of the local/experimental range (240-254)
+// that /proc/devices does not list.
+func unusedCharMajor(t *testing.T) uint32 {
+	data, err := os.ReadFile("/proc/devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, f := range strings.Fields(string(data)) {
+		used[f] = true
+	}
+	for m := 254; m >= 240; m-- {
+		if !used[strconv.Itoa(m)] {
+			return uint32(m)
+		}
+	}
+	t.Skip("no unused character device major in 240-254")
+	return 0
+}
+
+func TestDeviceCheckKernelPathFindsHolder(t *testing.T) {
+	testenv.NeedRoot(t, "making a device node and loading a BPF iterator")
+	node := filepath.Join(t.TempDir(), "fakegpu0")
+	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(unusedCharMajor(t), 3))); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(node, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), node)
+	mark := marks.New()
+	cmd := exec.Command("sleep", "600")
+	cmd.Env = append(os.Environ(), marks.Env+"="+mark)
+	cmd.ExtraFiles = []*os.File{f, f} // fds 3 and 4
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() { marks.Kill(mark); cmd.Wait() })
+
+	kern, how, why, err := device.ScanHoldersWith([]string{node}, findDevicePIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if how != device.MethodKernel {
+		testenv.NeedBPF(t, &kernelPathError{why})
+	}
+	walk, how, _, err := device.ScanHoldersWith([]string{node}, nil)
+	if err != nil || how != device.MethodProc {
+		t.Fatalf("the walk of /proc: %v, %s", err, how)
+	}
+	if len(kern) != 1 || kern[0].PID != cmd.Process.Pid || !reflect.DeepEqual(kern[0].FDs, []int{3, 4}) {
+		t.Fatalf("kernel path found %+v; want pid %d holding %s as fds 3 and 4", kern, cmd.Process.Pid, node)
+	}
+	if !reflect.DeepEqual(kern, walk) {
+		t.Fatalf("kernel path found %+v, the walk of /proc %+v", kern, walk)
+	}
+}
+
+type kernelPathError struct{ why string }
+
+func (e *kernelPathError) Error() string { return "the kernel path did not answer: " + e.why }
