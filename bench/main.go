@@ -33,7 +33,7 @@ const markEnv = "GPU_HOLD_BENCH_MARK"
 var nan = math.NaN()
 
 // allSections in the order they run.
-var allSections = []string{"spawn", "e2e", "handoff", "teardown", "storm", "footprint"}
+var allSections = []string{"spawn", "e2e", "handoff", "teardown", "storm", "footprint", "busy", "queued", "longhandoff"}
 
 // config is what one run measures and how often.
 type config struct {
@@ -55,6 +55,9 @@ type config struct {
 	ChainReps    int      `json:"handoff_chains"`
 	E2EReps      int      `json:"e2e_repeats"`
 	FootprintN   int      `json:"footprint_processes"`
+	BusySizes    []int    `json:"busy_sizes"` // unrelated processes on the host (busy.go)
+	BusyReps     int      `json:"busy_repeats"`
+	LongReps     int      `json:"long_handoff_repeats"`
 }
 
 // bench is one run's state.
@@ -84,6 +87,7 @@ func main() {
 	shapes := flag.String("shapes", "wide,bushy", "teardown tree shapes: wide (one parent, N-1 children), bushy (depth 2)")
 	behaviors := flag.String("behaviors", "cooperative,term-ignoring", "teardown tree behaviours: cooperative (dies on TERM, -g 10s), term-ignoring (-g 0)")
 	fpN := flag.Int("footprint-n", 0, "processes in the footprint's lineage (default 10000; -quick 1000)")
+	busySizes := flag.String("busy-sizes", "", "busy-host section: unrelated processes on the host, comma-separated (default 0,5000,20000; -quick 0,500)")
 	reps := flag.Int("reps", 0, "override the repeats of every section (0: the defaults)")
 	flag.Parse()
 
@@ -118,11 +122,21 @@ func main() {
 			fatalf("-behaviors: %q is not cooperative or term-ignoring", s)
 		}
 	}
+	if *busySizes != "" {
+		cfg.BusySizes = nil
+		for _, s := range splitList(*busySizes) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				fatalf("-busy-sizes: %q is not a process count", s)
+			}
+			cfg.BusySizes = append(cfg.BusySizes, n)
+		}
+	}
 	if *fpN > 0 {
 		cfg.FootprintN = *fpN
 	}
 	if *reps > 0 {
-		cfg.SpawnReps, cfg.TurnReps, cfg.TeardownReps, cfg.TargetReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps = *reps, *reps, *reps, *reps, *reps, *reps, *reps
+		cfg.SpawnReps, cfg.TurnReps, cfg.TeardownReps, cfg.TargetReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps, cfg.BusyReps, cfg.LongReps = *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps
 	}
 
 	b, err := newBench(cfg, *bin)
@@ -144,10 +158,12 @@ func main() {
 func defaults(quick bool) config {
 	if quick {
 		return config{Quick: true, SpawnSecs: 0.4, SpawnReps: 2, TurnReps: 1, Sizes: []int{10, 300}, Shapes: []string{"wide", "bushy"},
-			TeardownReps: 1, TargetReps: 1, StormCap: 200, StormReps: 1, Chain: 8, ChainReps: 1, E2EReps: 4, FootprintN: 1000}
+			TeardownReps: 1, TargetReps: 1, StormCap: 200, StormReps: 1, Chain: 8, ChainReps: 1, E2EReps: 4, FootprintN: 1000,
+			BusySizes: []int{0, 500}, BusyReps: 2, LongReps: 2}
 	}
 	return config{SpawnSecs: 2.5, SpawnReps: 11, TurnReps: 3, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
-		TeardownReps: 3, TargetReps: 5, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000}
+		TeardownReps: 3, TargetReps: 5, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000,
+		BusySizes: []int{0, 5000, 20000}, BusyReps: 5, LongReps: 5}
 }
 
 func newBench(cfg config, bin string) (*bench, error) {
@@ -194,6 +210,8 @@ func (b *bench) run() int {
 	steps := map[string]func() error{
 		"spawn": b.spawnSection, "e2e": b.e2eSection, "handoff": b.handoffSection,
 		"teardown": b.teardownSection, "storm": b.stormSection, "footprint": b.footprintSection,
+		"busy": b.busySection, "queued": b.queuedSection,
+		"longhandoff": b.longHandoffSection,
 	}
 	code := 0
 	for _, s := range allSections {

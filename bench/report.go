@@ -12,19 +12,22 @@ import (
 
 // Results is everything one run measured (written as JSON to -out).
 type Results struct {
-	Command   string          `json:"command"`
-	Started   time.Time       `json:"started"`
-	Finished  time.Time       `json:"finished"`
-	Machine   Machine         `json:"machine"`
-	Config    config          `json:"config"`
-	Targets   []Target        `json:"targets"`
-	Spawn     *SpawnResult    `json:"spawn,omitempty"`
-	E2E       *E2EResult      `json:"e2e,omitempty"`
-	Handoff   *HandoffResult  `json:"handoff,omitempty"`
-	Teardown  []TeardownCase  `json:"teardown,omitempty"`
-	Storm     *StormResult    `json:"storm,omitempty"`
-	Footprint []FootprintMode `json:"footprint,omitempty"`
-	Errors    []string        `json:"errors,omitempty"`
+	Command     string            `json:"command"`
+	Started     time.Time         `json:"started"`
+	Finished    time.Time         `json:"finished"`
+	Machine     Machine           `json:"machine"`
+	Config      config            `json:"config"`
+	Targets     []Target          `json:"targets"`
+	Spawn       *SpawnResult      `json:"spawn,omitempty"`
+	E2E         *E2EResult        `json:"e2e,omitempty"`
+	Handoff     *HandoffResult    `json:"handoff,omitempty"`
+	Teardown    []TeardownCase    `json:"teardown,omitempty"`
+	Storm       *StormResult      `json:"storm,omitempty"`
+	Footprint   []FootprintMode   `json:"footprint,omitempty"`
+	Busy        *BusyResult       `json:"busy,omitempty"`
+	Queued      []QueuedMode      `json:"queued,omitempty"`
+	LongHandoff []LongHandoffMode `json:"long_handoff,omitempty"`
+	Errors      []string          `json:"errors,omitempty"`
 }
 
 // Target is one of issue #7's targets and how this run did.
@@ -144,6 +147,9 @@ func (b *bench) targets() []Target {
 	} else {
 		none("`gpu-hold --track=proc -- true`", "<= 3x flock+timeout+true", "section not run")
 	}
+	ts = append(ts, b.busyTargets()...)
+	ts = append(ts, b.queuedTargets()...)
+	ts = append(ts, b.longHandoffTargets()...)
 	for i := range ts {
 		if strings.Contains(ts[i].Got, "n/a") && ts[i].Status == "missed" {
 			ts[i].Status = "not measured"
@@ -360,6 +366,16 @@ func (b *bench) markdown() string {
 				break
 			}
 		}
+	}
+
+	if r.Busy != nil {
+		r.Busy.markdown(p, b.cfg.Backends)
+	}
+	if len(r.Queued) > 0 {
+		queuedMarkdown(p, r.Queued)
+	}
+	if len(r.LongHandoff) > 0 {
+		longHandoffMarkdown(p, r.LongHandoff)
 	}
 
 	if len(r.Errors) > 0 {

@@ -1,0 +1,270 @@
+// busy.go owns the busy-host section: the host is filled with unrelated
+// processes (sleep, each with busyFDs open files, marked like everything
+// the bench starts), one of which holds a fake device node (an unused
+// device number, held with O_PATH); then `gpu-hold --device NODE -- true`
+// per backend, and the device-holder check's own time by each of its two
+// ways (the kernel's fd tables, the walk of /proc), each of which must
+// report the one holder. The fillers are ended before the next size.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// busyFDs is how many files each filler process holds open.
+const busyFDs = 50
+
+// BusyRow is one host size.
+type BusyRow struct {
+	Processes int `json:"processes"` // fillers started (the device holder is one more)
+	// HoldMS is `gpu-hold --device NODE -- true`'s wall time per backend.
+	HoldMS map[string]Dist `json:"hold_ms"`
+	// CheckMS is the device-holder check's own time per way: "kernel"
+	// (BPF iterator, then /proc of the candidates) and "proc" (walk).
+	CheckMS map[string]Dist `json:"check_ms"`
+	// KernelWhy is why the kernel way did not answer ("" when it did).
+	KernelWhy string `json:"kernel_why,omitempty"`
+}
+
+// BusyResult is the busy-host section.
+type BusyResult struct {
+	FDs     int       `json:"fds_per_process"`
+	Repeats int       `json:"repeats"`
+	Rows    []BusyRow `json:"rows"`
+}
+
+func (b *bench) busySection() error {
+	res := &BusyResult{FDs: busyFDs, Repeats: b.cfg.BusyReps}
+	b.res.Busy = res
+	node, err := fakeDeviceNode(b.path("fakegpu0"))
+	if err != nil {
+		return err
+	}
+	for _, n := range b.cfg.BusySizes {
+		row, err := b.busyRow(n, node)
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	return nil
+}
+
+// busyRow fills the host with n processes, measures, and ends them.
+func (b *bench) busyRow(n int, node string) (BusyRow, error) {
+	row := BusyRow{Processes: n, HoldMS: map[string]Dist{}, CheckMS: map[string]Dist{}}
+	fill, err := startFillers(n, node)
+	defer fill.end()
+	if err != nil {
+		return row, err
+	}
+	progress("busy host: %d fillers with %d fds each, and one holder of %s", n, busyFDs, node)
+	settle(20 * time.Second)
+	checks := map[string][]float64{}
+	finder := func(devs []device.Dev) ([]int, error) {
+		td := make([]tracker.Dev, len(devs))
+		for i, d := range devs {
+			td[i] = tracker.Dev(d)
+		}
+		return tracker.FindDevicePIDs(td)
+	}
+	for rep := 0; rep < b.cfg.BusyReps; rep++ {
+		for _, way := range []struct {
+			name string
+			f    device.Finder
+		}{{"kernel", finder}, {"proc", nil}} {
+			t0 := time.Now()
+			hs, how, why, err := device.ScanHoldersWith([]string{node}, way.f)
+			d := time.Since(t0)
+			if err != nil {
+				return row, fmt.Errorf("device check (%s): %w", way.name, err)
+			}
+			if way.name == "kernel" && how != device.MethodKernel {
+				row.KernelWhy = why
+				continue
+			}
+			if len(hs) != 1 || hs[0].PID != fill.holder.Process.Pid {
+				return row, fmt.Errorf("device check (%s) with %d fillers found %+v, not the one holder pid %d: it missed a holder", way.name, n, hs, fill.holder.Process.Pid)
+			}
+			checks[way.name] = append(checks[way.name], ms(d))
+		}
+		for _, be := range b.cfg.Backends {
+			spec := holdSpec{Dir: b.dir(fmt.Sprintf("busy-%s-%d", be, n)), Track: be, Grace: -1, Cmd: []string{"true"}}
+			argv := append([]string{b.bin, "--device", node}, b.holdArgs(spec)...)
+			p, err := b.startProc(argv, nil, nil)
+			if err != nil {
+				return row, err
+			}
+			if err := p.wait(2 * time.Minute); err != nil {
+				return row, err
+			}
+			if p.code() != 0 {
+				return row, fmt.Errorf("busy host, %s: %s", be, p.describe())
+			}
+			checks["hold "+be] = append(checks["hold "+be], ms(p.exitAt.Sub(p.start)))
+		}
+	}
+	for k, v := range checks {
+		if be, ok := strings.CutPrefix(k, "hold "); ok {
+			row.HoldMS[be] = summarize(v)
+		} else {
+			row.CheckMS[k] = summarize(v)
+		}
+	}
+	return row, nil
+}
+
+// fakeDeviceNode makes a character device node with a major of the
+// local/experimental range (240-254) that no driver has registered.
+func fakeDeviceNode(path string) (string, error) {
+	data, err := os.ReadFile("/proc/devices")
+	if err != nil {
+		return "", err
+	}
+	used := map[string]bool{}
+	for _, f := range strings.Fields(string(data)) {
+		used[f] = true
+	}
+	for m := 254; m >= 240; m-- {
+		if used[strconv.Itoa(m)] {
+			continue
+		}
+		if err := unix.Mknod(path, unix.S_IFCHR|0o600, int(unix.Mkdev(uint32(m), 0))); err != nil {
+			return "", fmt.Errorf("mknod %s (needs root): %w", path, err)
+		}
+		return path, nil
+	}
+	return "", fmt.Errorf("no unused character device major in 240-254 for a fake device node")
+}
+
+// fillers are the busy host's processes.
+type fillers struct {
+	cmds   []*exec.Cmd
+	holder *exec.Cmd
+	files  []*os.File
+}
+
+// startFillers starts n sleeps holding busyFDs files each, and one more
+// holding node (O_PATH: nothing can open an unregistered device).
+func startFillers(n int, node string) (*fillers, error) {
+	f := &fillers{}
+	dir, err := os.MkdirTemp("", "gpu-hold-bench-fds-")
+	if err != nil {
+		return f, err
+	}
+	defer os.RemoveAll(dir)
+	for i := 0; i < busyFDs; i++ {
+		file, err := os.Create(filepath.Join(dir, strconv.Itoa(i)))
+		if err != nil {
+			return f, err
+		}
+		f.files = append(f.files, file)
+	}
+	for i := 0; i < n; i++ {
+		c := exec.Command("sleep", "86400")
+		c.ExtraFiles = f.files
+		if err := c.Start(); err != nil {
+			return f, fmt.Errorf("starting filler %d of %d: %w", i+1, n, err)
+		}
+		f.cmds = append(f.cmds, c)
+	}
+	fd, err := unix.Open(node, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return f, err
+	}
+	nf := os.NewFile(uintptr(fd), node)
+	defer nf.Close()
+	f.holder = exec.Command("sleep", "86400")
+	f.holder.ExtraFiles = []*os.File{nf}
+	if err := f.holder.Start(); err != nil {
+		f.holder = nil
+		return f, err
+	}
+	return f, nil
+}
+
+// end kills and reaps every filler (the bench's own children: their pidfds).
+func (f *fillers) end() {
+	all := f.cmds
+	if f.holder != nil {
+		all = append(all, f.holder)
+	}
+	for _, c := range all {
+		c.Process.Kill()
+	}
+	for _, c := range all {
+		c.Wait()
+	}
+	for _, file := range f.files {
+		file.Close()
+	}
+	f.cmds, f.holder, f.files = nil, nil, nil
+}
+
+// busyMarkdown is the section's table.
+func (r *BusyResult) markdown(p func(string, ...any), backends []string) {
+	p("")
+	p("### Busy host")
+	p("")
+	p("The host filled with unrelated `sleep` processes holding %d open files each, and one more that holds a fake device node (an unregistered device number, with O_PATH), which each check must report. `gpu-hold --device NODE -- true` per backend; the device-holder check's own time by the kernel's fd tables (BPF iterator, then /proc of the processes it names) and by the walk of /proc (the fallback). Median [min..max] ms over %d repeats.", r.FDs, r.Repeats)
+	p("")
+	head := "| processes |"
+	sep := "|---|"
+	for _, be := range backends {
+		head += " gpu-hold " + be + " |"
+		sep += "---|"
+	}
+	p("%s check: kernel | check: /proc walk |", head)
+	p("%s---|---|", sep)
+	for _, row := range r.Rows {
+		line := fmt.Sprintf("| %d |", row.Processes)
+		for _, be := range backends {
+			line += " " + row.HoldMS[be].String() + " |"
+		}
+		k := row.CheckMS["kernel"].String()
+		if row.KernelWhy != "" {
+			k = "n/a (" + row.KernelWhy + ")"
+		}
+		p("%s %s | %s |", line, k, row.CheckMS["proc"].String())
+	}
+}
+
+// busyTargets: at the largest host, a hold within 1.2x its idle-host time
+// per backend (the kernel's fd tables answering the device check), and the
+// fallback walk's growth stated.
+func (b *bench) busyTargets() []Target {
+	r := b.res.Busy
+	if r == nil || len(r.Rows) < 2 {
+		return []Target{{"busy host", "<= 1.2x idle host at the largest size", "section not run", "not measured"}}
+	}
+	idle, big := r.Rows[0], r.Rows[len(r.Rows)-1]
+	var ts []Target
+	for _, be := range b.cfg.Backends {
+		x := ratio(big.HoldMS[be].Median, idle.HoldMS[be].Median)
+		ts = append(ts, Target{
+			Name:   fmt.Sprintf("busy host, gpu-hold %s --device, %d processes", be, big.Processes),
+			Want:   "<= 1.2x idle host",
+			Got:    fmt.Sprintf("%sx (%s ms vs %s ms)", num3(x), num(big.HoldMS[be].Median), num(idle.HoldMS[be].Median)),
+			Status: status(x <= 1.2),
+		})
+	}
+	k, w := big.CheckMS["kernel"].Median, big.CheckMS["proc"].Median
+	ts = append(ts, Target{
+		Name:   fmt.Sprintf("device check, %d processes", big.Processes),
+		Want:   "stated (the /proc walk is the fallback)",
+		Got:    fmt.Sprintf("kernel %s ms, /proc walk %s ms (%s ms idle)", num(k), num(w), num(idle.CheckMS["proc"].Median)),
+		Status: "met",
+	})
+	return ts
+}
