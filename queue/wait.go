@@ -164,6 +164,9 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 		return nil, nil, w.giveUp(l.ctx, l.start, holder)
 	}
 	pos := Position{Ahead: len(ahead), Holder: holder}
+	if len(ahead) == 0 {
+		atHead(l.ctx)
+	}
 	if l.progress != nil && (!l.reported || changed(pos, l.last)) {
 		l.progress(pos)
 		l.reported, l.last = true, pos
