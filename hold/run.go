@@ -21,7 +21,6 @@ import (
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/teardown"
-	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 // Result is how a hold ended.
@@ -77,26 +76,31 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer signal.Stop(sigc)
 	signal.Ignore(syscall.SIGPIPE)
 
-	// The tracker is loaded before queueing: a host that cannot track must
-	// not make anyone wait for it, and the load is done by the time the
-	// token comes round.
+	// The backend is chosen before queueing (a host that cannot track must
+	// not make anyone wait for it); its tracker is made at the head of the
+	// queue or at the grant (lazytracker.go).
 	h.rec = &recorder{}
-	tr, err := h.openTracker()
+	lt, err := h.chooseTracker()
 	if err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
-	defer tr.Close()
-	h.res.Backend, h.res.Seal = tr.Backend(), tracker.SealOf(tr)
+	defer lt.close()
+	h.res.Backend = lt.backend
 	if h.devices, err = devicePatterns(&o); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
 
-	grant, err := h.acquire(ctx, sigc)
+	grant, err := h.acquire(lt.atHead(ctx), sigc)
 	if err != nil {
 		h.writeMetrics(h.granted, time.Now()) // a ticket that never got the token counts too
 		return h.res, err
 	}
 	granted := h.granted
+	tr, err := h.atGrant(lt, grant)
+	if err != nil {
+		h.writeMetrics(granted, time.Now())
+		return h.res, err
+	}
 	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, record.CauseError

@@ -1,0 +1,38 @@
+// probe_quick.go owns the cheap half of the eBPF backend's probe: what a
+// hold checks before it queues (privileges, kernel BTF, the host's pid
+// namespace, a seal the environment asks for), so that a host that cannot
+// track says so at once, while the programs themselves are loaded only
+// once the ticket reaches the head of the queue.
+package tracker
+
+import (
+	"os"
+
+	"github.com/gpu-hold/gpu-hold/bpf"
+)
+
+// ProbeBPFQuick says why the eBPF backend cannot be used here, as far as
+// can be told without loading anything (nil: it should load; only the
+// kernel's verifier can still refuse). ProbeBPF is the full probe.
+func ProbeBPFQuick() error {
+	fail := func(reason string) error { return &ProbeError{Backend: BackendBPF, Reason: reason} }
+	caps, err := EffectiveCaps()
+	if err != nil {
+		return fail(err.Error())
+	}
+	if !caps.CanTrace() {
+		return fail(notPermitted + "; this process has " + caps.String())
+	}
+	if err := CheckBTF(); err != nil {
+		return fail(err.Error())
+	}
+	if os.Getenv(bpf.SealEnv) != "" {
+		if _, err := Seal(); err != nil {
+			return fail(err.Error())
+		}
+	}
+	if err := CheckHostPidNS(); err != nil {
+		return fail(err.Error())
+	}
+	return nil
+}
