@@ -28,9 +28,12 @@ test:
 test-kernels:
 	GO="$(GO)" .ci/test-kernels
 
-# Benchmarks (issue #7): prints a markdown table, writes bench/results.json.
+# Benchmarks (issue #7): prints a markdown table, writes bench/results.json,
+# and draws its main figures as SVG in bench/figures (bench/plot is a module
+# of its own: the plotting library is no dependency of gpu-hold).
 bench: build
 	$(GO) run ./bench -bin $(BIN) -out bench/results.json $(BENCH_FLAGS)
+	cd bench/plot && $(GO) run . -in ../results.json -out ../figures
 
 # Regenerate the eBPF objects (bpf/lineage_bpfel.{go,o}) from bpf/lineage.bpf.c.
 generate:
