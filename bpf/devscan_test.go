@@ -8,50 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
-// fakeMajor is a character device major reserved for local use (Linux's
-// devices.txt: 234-254 are dynamically assigned, 240-254 for local and
-// experimental use): one that /proc/devices does not list.
-func fakeMajor(t *testing.T) uint32 {
-	data, err := os.ReadFile("/proc/devices")
-	if err != nil {
-		t.Fatal(err)
-	}
-	used := map[string]bool{}
-	for _, f := range strings.Fields(string(data)) {
-		used[f] = true
-	}
-	for m := 254; m >= 240; m-- {
-		if !used[strconv.Itoa(m)] {
-			return uint32(m)
-		}
-	}
-	t.Skip("no unused character device major in 240-254")
-	return 0
-}
-
 func TestFindDeviceFilesFindsFakeNodeHolder(t *testing.T) {
-	testenv.NeedRoot(t, "loading a BPF iterator")
-	major := fakeMajor(t)
 	node := filepath.Join(t.TempDir(), "fakegpu0")
-	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(major, 7))); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(node, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), node)
+	f, major := plant.FakeDevice(t, node, 7)
 	defer f.Close()
 
 	mark := marks.New()

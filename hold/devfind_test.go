@@ -8,48 +8,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
-	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/device"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
-// unusedCharMajor is a major of the local/experimental range (240-254)
-// that /proc/devices does not list.
-func unusedCharMajor(t *testing.T) uint32 {
-	data, err := os.ReadFile("/proc/devices")
-	if err != nil {
-		t.Fatal(err)
-	}
-	used := map[string]bool{}
-	for _, f := range strings.Fields(string(data)) {
-		used[f] = true
-	}
-	for m := 254; m >= 240; m-- {
-		if !used[strconv.Itoa(m)] {
-			return uint32(m)
-		}
-	}
-	t.Skip("no unused character device major in 240-254")
-	return 0
-}
-
 func TestDeviceCheckKernelPathFindsHolder(t *testing.T) {
-	testenv.NeedRoot(t, "making a device node and loading a BPF iterator")
 	node := filepath.Join(t.TempDir(), "fakegpu0")
-	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(unusedCharMajor(t), 3))); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(node, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), node)
+	f, _ := plant.FakeDevice(t, node, 3)
 	mark := marks.New()
 	cmd := exec.Command("sleep", "600")
 	cmd.Env = append(os.Environ(), marks.Env+"="+mark)
