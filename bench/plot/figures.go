@@ -89,7 +89,7 @@ func drawIdle(r results, path string) (bool, error) {
 		groups = append(groups, struct {
 			label string
 			ys    map[string]float64
-		}{"first payload runs seconds", ys})
+		}{"long first payload", ys})
 	}
 	if len(groups) == 0 {
 		return false, nil
@@ -124,7 +124,8 @@ func drawIdle(r results, path string) (bool, error) {
 		labels[i] = g.label
 	}
 	p.NominalX(labels...)
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(40)
 	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
