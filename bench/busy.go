@@ -8,7 +8,9 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,7 +66,7 @@ func (b *bench) busySection() error {
 // busyRow fills the host with n processes, measures, and ends them.
 func (b *bench) busyRow(n int, node string) (BusyRow, error) {
 	row := BusyRow{Processes: n, HoldMS: map[string]Dist{}, CheckMS: map[string]Dist{}}
-	fill, err := startFillers(n, node)
+	fill, err := b.startFillers(n, node)
 	defer fill.end()
 	if err != nil {
 		return row, err
@@ -148,36 +150,43 @@ func fakeDeviceNode(path string) (string, error) {
 	return "", fmt.Errorf("no unused character device major in 240-254 for a fake device node")
 }
 
-// fillers are the busy host's processes.
+// fillersPerHelper is how many fillers one helper process starts: each
+// keeps a pidfd per child, within its open-file limit.
+const fillersPerHelper = 2000
+
+// fillers are the busy host's processes: helpers that each started up to
+// fillersPerHelper of them, and the holder of the fake device node.
 type fillers struct {
-	cmds   []*exec.Cmd
-	holder *exec.Cmd
-	files  []*os.File
+	helpers []*exec.Cmd
+	stdins  []io.Closer
+	holder  *exec.Cmd
 }
 
-// startFillers starts n sleeps holding busyFDs files each, and one more
-// holding node (O_PATH: nothing can open an unregistered device).
-func startFillers(n int, node string) (*fillers, error) {
+// startFillers starts n sleeps holding busyFDs files each (through
+// helpers), and one more holding node (O_PATH: nothing can open an
+// unregistered device).
+func (b *bench) startFillers(n int, node string) (*fillers, error) {
 	f := &fillers{}
-	dir, err := os.MkdirTemp("", "gpu-hold-bench-fds-")
-	if err != nil {
-		return f, err
-	}
-	defer os.RemoveAll(dir)
-	for i := 0; i < busyFDs; i++ {
-		file, err := os.Create(filepath.Join(dir, strconv.Itoa(i)))
+	for left := n; left > 0; left -= fillersPerHelper {
+		k := min(left, fillersPerHelper)
+		c := exec.Command(b.self, "helper", "fillers", strconv.Itoa(k))
+		in, err := c.StdinPipe()
 		if err != nil {
 			return f, err
 		}
-		f.files = append(f.files, file)
-	}
-	for i := 0; i < n; i++ {
-		c := exec.Command("sleep", "86400")
-		c.ExtraFiles = f.files
-		if err := c.Start(); err != nil {
-			return f, fmt.Errorf("starting filler %d of %d: %w", i+1, n, err)
+		out, err := c.StdoutPipe()
+		if err != nil {
+			return f, err
 		}
-		f.cmds = append(f.cmds, c)
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			return f, err
+		}
+		f.helpers, f.stdins = append(f.helpers, c), append(f.stdins, in)
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || line != "ready\n" {
+			return f, fmt.Errorf("a filler helper did not start its %d processes: %q %v", k, line, err)
+		}
 	}
 	fd, err := unix.Open(node, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -194,22 +203,59 @@ func startFillers(n int, node string) (*fillers, error) {
 	return f, nil
 }
 
-// end kills and reaps every filler (the bench's own children: their pidfds).
+// end makes every helper end its fillers (stdin's EOF) and waits for it,
+// and kills and reaps the holder (the bench's own child: its pidfd).
 func (f *fillers) end() {
-	all := f.cmds
-	if f.holder != nil {
-		all = append(all, f.holder)
+	for _, in := range f.stdins {
+		in.Close()
 	}
-	for _, c := range all {
-		c.Process.Kill()
-	}
-	for _, c := range all {
+	for _, c := range f.helpers {
 		c.Wait()
 	}
-	for _, file := range f.files {
-		file.Close()
+	if f.holder != nil {
+		f.holder.Process.Kill()
+		f.holder.Wait()
 	}
-	f.cmds, f.holder, f.files = nil, nil, nil
+	f.helpers, f.stdins, f.holder = nil, nil, nil
+}
+
+// fillersHelper is the helper mode: n sleeps with busyFDs files of a
+// private temp dir open each, killed and reaped (its own children) when
+// stdin reaches EOF.
+func fillersHelper(n int) {
+	dir, err := os.MkdirTemp("", "gpu-hold-bench-fds-")
+	if err != nil {
+		fatalf("helper fillers: %v", err)
+	}
+	var files []*os.File
+	for i := 0; i < busyFDs; i++ {
+		file, err := os.Create(filepath.Join(dir, strconv.Itoa(i)))
+		if err != nil {
+			fatalf("helper fillers: %v", err)
+		}
+		files = append(files, file)
+	}
+	os.RemoveAll(dir) // the open files stay open
+	var cmds []*exec.Cmd
+	defer func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+		}
+		for _, c := range cmds {
+			c.Wait()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		c := exec.Command("sleep", "86400")
+		c.ExtraFiles = files
+		if err := c.Start(); err != nil {
+			fmt.Fprintf(os.Stderr, "helper fillers: starting %d of %d: %v\n", i+1, n, err)
+			return
+		}
+		cmds = append(cmds, c)
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
 }
 
 // busyMarkdown is the section's table.

@@ -81,6 +81,9 @@ func helperMain(args []string) {
 		fmt.Fprintf(f, "%s end %d\n", arg(a, 1), time.Now().UnixNano())
 		f.Close()
 		return
+	case "fillers": // N: N sleeps holding busyFDs files each; "ready" on stdout; ends them at stdin's EOF
+		fillersHelper(atoi(arg(a, 0)))
+		return
 	case "gate": // READY GATE: write READY, then return once GATE exists
 		writeFile(arg(a, 0), strconv.FormatInt(time.Now().UnixNano(), 10))
 		for {
