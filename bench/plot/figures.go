@@ -23,7 +23,11 @@ func drawTeardown(r results, path string) (bool, error) {
 			if m.TimeMS.N == 0 || m.TimeMS.Median <= 0 {
 				continue
 			}
-			key := fmt.Sprintf("%s, %s %s", m.Mode, c.Shape, c.Behavior)
+			mode := m.Mode
+			if mode == "floor" {
+				mode = "floor (cgroup.kill)"
+			}
+			key := fmt.Sprintf("%s, %s %s", mode, c.Shape, c.Behavior)
 			lines[key] = append(lines[key], plotter.XY{X: float64(c.N), Y: m.TimeMS.Median})
 		}
 	}
@@ -51,7 +55,8 @@ func drawHostSize(r results, path string) (bool, error) {
 			lines["gpu-hold "+be+" -- true"] = append(lines["gpu-hold "+be+" -- true"], plotter.XY{X: float64(row.Processes), Y: d.Median})
 		}
 		for way, d := range row.CheckMS {
-			lines["device check: "+way] = append(lines["device check: "+way], plotter.XY{X: float64(row.Processes), Y: d.Median})
+			name := checkNames[way]
+			lines[name] = append(lines[name], plotter.XY{X: float64(row.Processes), Y: d.Median})
 		}
 	}
 	p := plot.New()
@@ -63,6 +68,9 @@ func drawHostSize(r results, path string) (bool, error) {
 	}
 	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
+
+// checkNames names the device check's two ways in the legend.
+var checkNames = map[string]string{"kernel": "device check: the kernel's fd tables (BPF)", "proc": "device check: the /proc walk (fallback)"}
 
 // drawIdle: the device's idle time between two jobs, per chain, short
 // payloads and long first payloads side by side.
