@@ -27,21 +27,8 @@ func ProbeBPF() error { return probeBPF() }
 
 func probeBPFOnce() error {
 	fail := func(reason string) error { return &ProbeError{Backend: BackendBPF, Reason: reason} }
-	caps, err := EffectiveCaps()
-	if err != nil {
-		return fail(err.Error())
-	}
-	if !caps.CanTrace() {
-		return fail(notPermitted + "; this process has " + caps.String())
-	}
-	if err := CheckBTF(); err != nil {
-		return fail(err.Error())
-	}
-	if _, err := Seal(); err != nil {
-		return fail(err.Error())
-	}
-	if err := CheckHostPidNS(); err != nil {
-		return fail(err.Error())
+	if err := probeCheap(true); err != nil {
+		return err
 	}
 	// The real test: load and attach, with the smallest maps.
 	l, err := bpf.Load(bpf.Options{EventBytes: uint32(os.Getpagesize()), Capacity: 1})

@@ -14,7 +14,12 @@ import (
 // ProbeBPFQuick says why the eBPF backend cannot be used here, as far as
 // can be told without loading anything (nil: it should load; only the
 // kernel's verifier can still refuse). ProbeBPF is the full probe.
-func ProbeBPFQuick() error {
+func ProbeBPFQuick() error { return probeCheap(os.Getenv(bpf.SealEnv) != "") }
+
+// probeCheap is the checks that load nothing: capabilities, kernel BTF,
+// the seal (when seal: it reads the kernel's BTF), the host's pid
+// namespace.
+func probeCheap(seal bool) error {
 	fail := func(reason string) error { return &ProbeError{Backend: BackendBPF, Reason: reason} }
 	caps, err := EffectiveCaps()
 	if err != nil {
@@ -26,7 +31,7 @@ func ProbeBPFQuick() error {
 	if err := CheckBTF(); err != nil {
 		return fail(err.Error())
 	}
-	if os.Getenv(bpf.SealEnv) != "" {
+	if seal {
 		if _, err := Seal(); err != nil {
 			return fail(err.Error())
 		}
