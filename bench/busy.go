@@ -79,7 +79,7 @@ func (b *bench) busyRow(n int, node string) (BusyRow, error) {
 		for i, d := range devs {
 			td[i] = tracker.Dev(d)
 		}
-		return tracker.FindDevicePIDs(td)
+		return tracker.KernelDevicePIDs(td)
 	}
 	for rep := 0; rep < b.cfg.BusyReps; rep++ {
 		for _, way := range []struct {

@@ -48,6 +48,7 @@ const SendSignalTask = "bpf_send_signal_task"
 // HasSendSignalTask reports whether the kernel's BTF has the kfunc, read
 // once per process.
 var HasSendSignalTask = sync.OnceValues(func() (bool, error) {
+	btfUsed.Store(true)
 	spec, err := kernelBTF.Kernel()
 	if err != nil {
 		return false, fmt.Errorf("reading the kernel's BTF: %w", err)

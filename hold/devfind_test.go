@@ -14,6 +14,7 @@ import (
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 func TestDeviceCheckKernelPathFindsHolder(t *testing.T) {
@@ -29,7 +30,14 @@ func TestDeviceCheckKernelPathFindsHolder(t *testing.T) {
 	f.Close()
 	t.Cleanup(func() { marks.Kill(mark); cmd.Wait() })
 
-	kern, how, why, err := device.ScanHoldersWith([]string{node}, findDevicePIDs)
+	kernel := func(devs []device.Dev) ([]int, error) { // whatever the host's size
+		td := make([]tracker.Dev, len(devs))
+		for i, d := range devs {
+			td[i] = tracker.Dev(d)
+		}
+		return tracker.KernelDevicePIDs(td)
+	}
+	kern, how, why, err := device.ScanHoldersWith([]string{node}, kernel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,11 @@
 package tracker
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
@@ -32,10 +36,29 @@ var devscanAllowed = sync.OnceValue(func() error {
 	return CheckHostPidNS()
 })
 
+// walkCheaperBelow is the host's task count under which a process that
+// has not read the kernel's BTF walks /proc instead: reading it costs
+// tens of milliseconds, a walk of a few hundred processes less.
+const walkCheaperBelow = 300
+
+// errSmallHost is FindDevicePIDs' answer on a host small enough to walk.
+var errSmallHost = errors.New("the host is small enough that a walk of /proc costs less than loading the BPF device scan")
+
 // FindDevicePIDs returns the tgid of every process that has one of devs
 // open, read from the kernel's fd tables in one pass. An error says why the
-// kernel could not answer: walk /proc instead.
+// kernel could not answer, or should not: walk /proc instead.
 func FindDevicePIDs(devs []Dev) ([]int, error) {
+	if err := devscanAllowed(); err != nil {
+		return nil, err
+	}
+	if !bpf.KernelBTFRead() && hostTasks() < walkCheaperBelow {
+		return nil, errSmallHost
+	}
+	return KernelDevicePIDs(devs)
+}
+
+// KernelDevicePIDs is FindDevicePIDs whatever the host's size.
+func KernelDevicePIDs(devs []Dev) ([]int, error) {
 	if err := devscanAllowed(); err != nil {
 		return nil, err
 	}
@@ -52,4 +75,24 @@ func FindDevicePIDs(devs []Dev) ([]int, error) {
 		}
 	}
 	return pids, nil
+}
+
+// hostTasks is the number of tasks (threads) on the host, from
+// /proc/loadavg ("0.00 0.01 0.05 1/123 4567"); a large number when it
+// cannot be read, so that the kernel is asked.
+func hostTasks() int {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 1 << 30
+	}
+	f := bytes.Fields(b)
+	if len(f) < 4 {
+		return 1 << 30
+	}
+	_, total, ok := bytes.Cut(f[3], []byte("/"))
+	n, err := strconv.Atoi(string(total))
+	if !ok || err != nil {
+		return 1 << 30
+	}
+	return n
 }
