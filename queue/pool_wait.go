@@ -1,0 +1,224 @@
+// pool_wait.go owns a waiting pool ticket: each round it takes the
+// scheduling lock, reads the devices, asks Schedule whether it may start,
+// and if so takes every device it was given or none; otherwise it sleeps
+// on the pool directory (tickets come and go, a holder's pool ticket goes
+// when it releases), the pidfds of the devices' holders and of the tickets
+// ahead, and the end of its context.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// PoolWaiter is a pool ticket waiting for its devices.
+type PoolWaiter struct {
+	p       *Pool
+	w       *waiter
+	waiting atomic.Pointer[string] // what the last round waited for
+}
+
+// Waiting says what the last round waited for ("" before the first).
+func (pw *PoolWaiter) Waiting() string {
+	if s := pw.waiting.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// Ticket is the pool ticket.
+func (pw *PoolWaiter) Ticket() Ticket { return pw.w.e.Ticket }
+
+// Cancel removes the pool ticket (idempotent).
+func (pw *PoolWaiter) Cancel() error { return pw.w.Cancel() }
+
+// Wait blocks until the schedule lets this ticket start and it took all
+// its devices, as Waiter.Wait does for a token: ErrRemoved, ctx.Err() or a
+// *WaitTimeout end it, with the ticket removed.
+func (pw *PoolWaiter) Wait(ctx context.Context, progress func(Position)) (*PoolGrant, error) {
+	start := time.Now()
+	ev, err := newEvents(pw.p.q)
+	if err != nil {
+		pw.Cancel()
+		return nil, err
+	}
+	defer func() { go ev.close() }()
+	stop := context.AfterFunc(ctx, ev.kickNow)
+	defer stop()
+	sched, err := pw.p.q.openToken()
+	if err != nil {
+		pw.Cancel()
+		return nil, err
+	}
+	defer sched.close()
+	var last Position
+	reported := false
+	backoff := time.Duration(0)
+	for {
+		if pw.w.removed() {
+			pw.w.drop()
+			return nil, ErrRemoved
+		}
+		if ctx.Err() != nil {
+			return nil, pw.w.giveUp(ctx, start, nil)
+		}
+		g, r, err := pw.round(sched)
+		if err != nil {
+			pw.Cancel()
+			return nil, err
+		}
+		if g != nil {
+			return g, nil
+		}
+		pos := Position{Ahead: r.ahead, Waiting: pw.Waiting()}
+		if progress != nil && (!reported || pos != last) {
+			progress(pos)
+			last, reported = pos, true
+		}
+		ev.watchAll(pw.p.q, sched)
+		if ev.watchPids(r.watch) || r.unsure {
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+		} else {
+			backoff = time.Second // a safety re-check: a device's own queue is not watched
+		}
+		timeout := backoff
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, max(time.Until(dl), 0))
+		}
+		if err := ev.wait(timeout); err != nil {
+			pw.Cancel()
+			return nil, err
+		}
+	}
+}
+
+// roundResult is what a round that did not start saw.
+type roundResult struct {
+	ahead  int
+	watch  []proc.Ident
+	unsure bool
+}
+
+// round is one look under the scheduling lock.
+func (pw *PoolWaiter) round(sched *tokenLock) (*PoolGrant, roundResult, error) {
+	var r roundResult
+	got, err := pw.p.q.tryLock(sched)
+	if err != nil {
+		return nil, r, err
+	}
+	if !got {
+		r.unsure = true // another waiter is scheduling: a moment
+		return nil, r, nil
+	}
+	defer sched.unlock()
+	snap, err := pw.p.q.scanFor(pw.w.e.Seq)
+	if err != nil {
+		return nil, r, err
+	}
+	pw.p.q.cleanup(snap)
+	reqs := pw.p.requests(snap)
+	views, states, err := pw.p.view()
+	if err != nil {
+		return nil, r, err
+	}
+	for _, v := range views {
+		if v.holder != nil {
+			r.watch = append(r.watch, v.holder.Holder)
+		} else if v.busy {
+			r.unsure = true
+		}
+	}
+	for _, e := range snap.tickets {
+		if e.live && !e.granted() && len(e.Devices) == 0 && e.Seq < pw.w.e.Seq {
+			r.ahead++
+			r.watch = append(r.watch, e.Holder)
+		}
+	}
+	d := Schedule(states, reqs, pw.w.e.Seq, time.Now(), pw.p.backfill)
+	if !d.Start {
+		pw.waiting.Store(&d.Wait)
+		return nil, r, nil
+	}
+	g, err := pw.take(d)
+	if errors.Is(err, errBusy) {
+		r.unsure = true
+		return nil, r, nil
+	}
+	return g, r, err
+}
+
+// errBusy: a device the schedule gave was taken meanwhile (a hold of the
+// device itself): nothing was kept; the next round decides again.
+var errBusy = errors.New("a device was taken meanwhile")
+
+// take takes the token of every device d gives, or none.
+func (pw *PoolWaiter) take(d Decision) (*PoolGrant, error) {
+	me := pw.w.e.Ticket
+	var gs []*grant
+	fail := func(err error) (*PoolGrant, error) {
+		for _, g := range gs {
+			g.Release()
+		}
+		return nil, err
+	}
+	for _, i := range d.Devices {
+		dq := pw.p.devs[i]
+		t := Ticket{Label: me.Label, Holder: me.Holder, Host: me.Host, Cmd: me.Cmd, HoldID: me.HoldID, Record: me.Record, Count: me.Count, Bound: me.Bound, PoolSeq: me.Seq}
+		w, err := dq.Enqueue(t)
+		if err != nil {
+			return fail(err)
+		}
+		g, done, err := w.(*waiter).tryNow()
+		if !done {
+			w.Cancel()
+			return fail(errBusy)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		gs = append(gs, g.(*grant))
+	}
+	if err := pw.running(d.Devices); err != nil {
+		return fail(err)
+	}
+	return newPoolGrant(pw, d, gs)
+}
+
+// running republishes the pool ticket with the devices it holds, so the
+// listing shows them and the schedule no longer counts it as waiting.
+func (pw *PoolWaiter) running(devs []int) error {
+	w := pw.w
+	t := w.e.Ticket
+	t.Devices = devs
+	b, _ := json.Marshal(t)
+	fd, st, err := w.q.publish(w.e.name, append(b, '\n'), false)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	unix.Close(w.fd)
+	w.fd = fd
+	w.e.Ticket, w.e.dev, w.e.ino = t, st.Dev, st.Ino
+	w.mu.Unlock()
+	return nil
+}
+
+// unlock gives the scheduling lock back, keeping the file open for the
+// next round.
+func (tl *tokenLock) unlock() {
+	if tl.held {
+		unix.Flock(tl.fd, unix.LOCK_UN)
+		tl.held = false
+	}
+	if tl.guard > 0 {
+		unix.Close(tl.guard)
+		tl.guard = 0
+	}
+}
