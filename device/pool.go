@@ -59,8 +59,10 @@ func Env(devs []Dev) []string {
 		switch d.Kind {
 		case KindNVIDIA:
 			id := d.UUID
-			if id == "" {
-				id = strings.TrimPrefix(d.Name, "nvidia")
+			if n, ok := strings.CutPrefix(d.Name, "nvidia"); id == "" && ok && plainID(n) {
+				id = n // the minor, which is CUDA's index only by PCI order
+			} else if id == "" {
+				id = strconv.Itoa(d.KindIndex)
 			}
 			cuda = append(cuda, id)
 		case KindAMD:

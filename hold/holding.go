@@ -114,6 +114,7 @@ func (p *running) reap() {
 func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 	o, log := &h.o, h.o.Log
 	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
+	env = append(env, h.poolEnv()...)
 	cmd, root, err := launch(o, tr, h.cg, env)
 	var sf *startFailure
 	if err != nil && h.cg != nil && o.Cgroup == "auto" && errors.As(err, &sf) {
@@ -158,10 +159,11 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 	o, log := &h.o, h.o.Log
 	var deadline <-chan time.Time
 	if o.MaxHold > 0 {
-		t := time.NewTimer(o.MaxHold)
+		left := h.maxHoldLeft()
+		t := time.NewTimer(left)
 		defer t.Stop()
 		deadline = t.C
-		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(o.MaxHold) })
+		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(left) })
 	}
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()

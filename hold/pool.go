@@ -1,0 +1,163 @@
+// pool.go owns a hold's side of device pools: whether its resource is a
+// pool (more than one device), its pool ticket and the wait for all its
+// devices at once, the variables that show the payload its devices, the
+// nodes its device-holder check watches (its own devices', not the pool's),
+// the tenure bound that backfill relies on, and what goes on record.
+package hold
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/record"
+)
+
+// poolHold is the pool side of one hold; nil pool: a single token.
+type poolHold struct {
+	pool  *device.Pool
+	grant *queue.PoolGrant
+	devs  []device.Dev
+	info  poolRecord
+}
+
+// poolRecord is what the record says of the devices.
+type poolRecord struct {
+	Count    int          `json:"count"`
+	Granted  []device.Dev `json:"granted"`
+	Backfill bool         `json:"backfill,omitempty"`
+	// Filter says how the pool's other devices were kept from the payload.
+	Filter string `json:"filter,omitempty"`
+}
+
+// resolvePool finds the resource's pool (resources.json, else discovery)
+// and checks --count against it.
+func (h *holdRun) resolvePool() error {
+	o := &h.o
+	res, err := device.LoadResourcesWarn(o.Dir, func(m string) { o.Log.Warn().Msg(m) })
+	if err != nil {
+		return err
+	}
+	p := device.PoolOf(device.LookupResource(res, o.Resource), "/")
+	n := max(o.Count, 1)
+	if err := device.CheckCount(p, n); err != nil {
+		return err
+	}
+	if p.Multi() {
+		h.pool.pool = &p
+		h.pool.info.Count = n
+	}
+	return nil
+}
+
+// bound is the longest a pool hold can keep its devices once granted:
+// the max hold (counted from the grant for a pool hold), the teardown's
+// bounds and the device check's wait, plus a margin for the record and the
+// release. Without a max hold there is none (0), and nothing backfills
+// before the head while this hold runs.
+func (h *holdRun) bound() time.Duration {
+	o := &h.o
+	if o.MaxHold <= 0 {
+		return 0
+	}
+	b := o.MaxHold + o.Grace + o.SurvivorWait + 10*time.Second
+	if o.DeviceHolders == device.PolicyWait || o.DeviceHolders == device.PolicyFail {
+		b += o.DeviceWait
+	}
+	return b
+}
+
+// enqueue takes the ticket: the resource's token queue, or the pool's.
+func (h *holdRun) enqueue(t queue.Ticket) (queue.Waiter, error) {
+	o := &h.o
+	warn := queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }}
+	if h.pool.pool == nil {
+		q, err := queue.OpenDir(o.Dir, o.Resource, warn)
+		if err != nil {
+			return nil, err
+		}
+		return q.Enqueue(t)
+	}
+	var names []string
+	for _, d := range h.pool.pool.Devices {
+		names = append(names, device.QueueName(o.Resource, d))
+	}
+	p, err := queue.OpenPool(o.Dir, o.Resource, names, !h.pool.pool.NoBackfill, warn)
+	if err != nil {
+		return nil, err
+	}
+	t.Count, t.Bound = h.pool.info.Count, h.bound()
+	w, err := p.Enqueue(t)
+	if err != nil {
+		return nil, err
+	}
+	return &poolWaiter{w, h}, nil
+}
+
+// poolWaiter is a pool ticket as a queue.Waiter.
+type poolWaiter struct {
+	*queue.PoolWaiter
+	h *holdRun
+}
+
+func (w *poolWaiter) Wait(ctx context.Context, progress func(queue.Position)) (queue.Grant, error) {
+	g, err := w.PoolWaiter.Wait(ctx, progress)
+	if err != nil {
+		return nil, err
+	}
+	w.h.pool.grant = g
+	return g, nil
+}
+
+// poolGranted notes the devices taken: the check then watches their
+// nodes only (other holds' payloads use the rest), unless --device said.
+func (h *holdRun) poolGranted() error {
+	ph := &h.pool
+	if ph.grant == nil {
+		return nil
+	}
+	devs, err := ph.pool.Pick(ph.grant.Devices())
+	if err != nil {
+		return err
+	}
+	ph.devs, ph.info.Granted, ph.info.Backfill = devs, devs, ph.grant.Backfilled()
+	if len(h.o.Devices) == 0 {
+		h.devices = nil
+		for _, d := range devs {
+			h.devices = append(h.devices, d.Nodes...)
+		}
+	}
+	var names []string
+	for _, d := range devs {
+		names = append(names, d.Name)
+	}
+	h.o.Log.Info().Ints("devices", ph.grant.Devices()).Strs("names", names).Bool("backfill", ph.info.Backfill).
+		Msg(fmt.Sprintf("%d of the %d devices of %s taken", len(devs), len(ph.pool.Devices), h.o.Resource))
+	h.recordPool()
+	return nil
+}
+
+func (h *holdRun) recordPool() {
+	info := h.pool.info
+	h.rec.update(func(hi *record.HoldInfo) { hi.Devices = info })
+}
+
+// poolEnv is what shows the payload its devices (none without a pool).
+func (h *holdRun) poolEnv() []string {
+	if h.pool.grant == nil {
+		return nil
+	}
+	return device.Env(h.pool.devs)
+}
+
+// maxHoldLeft is the max hold still to run at the payload's start: a pool
+// hold's counts from the grant, so that its bound (which backfill trusts)
+// holds even when reaping a dead holder took a while.
+func (h *holdRun) maxHoldLeft() time.Duration {
+	if h.pool.grant == nil || h.granted.IsZero() {
+		return h.o.MaxHold
+	}
+	return max(h.o.MaxHold-time.Since(h.granted), time.Millisecond)
+}
