@@ -27,6 +27,8 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
 	}
+	filter := h.fence()
+	defer filter.Close()
 	baseline := h.deviceBaseline()
 	if h.signalledBeforeStart(sigc) {
 		return h.res, nil
@@ -36,6 +38,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		return h.res, err
 	}
 	defer p.reap()
+	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
 	go h.ignoreSignals(sigc)
 	out := h.endLineage(tr, p, pinned)
