@@ -9,6 +9,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -22,7 +23,8 @@ type Pool struct {
 
 // OpenPool opens the queue of pool resource resource in dir, whose devices
 // have the resource queues devices (in pool order). backfill lets a later
-// ticket start before the head when it provably ends first.
+// ticket start before the head when it provably ends first. With
+// opts.NoCreate (a listing) a device nobody has queued for counts as free.
 func OpenPool(dir, resource string, devices []string, backfill bool, opts DirOptions) (*Pool, error) {
 	pq, err := OpenDir(dir, resource, opts)
 	if err != nil {
@@ -31,6 +33,10 @@ func OpenPool(dir, resource string, devices []string, backfill bool, opts DirOpt
 	p := &Pool{q: pq.(*dirQueue), backfill: backfill}
 	for _, name := range devices {
 		dq, err := OpenDir(dir, name, opts)
+		if opts.NoCreate && errors.Is(err, ErrNoResource) {
+			p.devs = append(p.devs, nil) // nobody has used it: free
+			continue
+		}
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("device queue of pool %s: %w", resource, err)
@@ -43,7 +49,9 @@ func OpenPool(dir, resource string, devices []string, backfill bool, opts DirOpt
 // Close closes the pool's directory fds.
 func (p *Pool) Close() error {
 	for _, d := range p.devs {
-		d.Close()
+		if d != nil {
+			d.Close()
+		}
 	}
 	return p.q.Close()
 }
@@ -78,6 +86,10 @@ func (p *Pool) view() ([]devView, []DevState, error) {
 	views := make([]devView, len(p.devs))
 	states := make([]DevState, len(p.devs))
 	for i, dq := range p.devs {
+		if dq == nil {
+			states[i].Free = true
+			continue
+		}
 		snap, err := dq.scan()
 		if err != nil {
 			return nil, nil, err

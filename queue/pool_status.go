@@ -46,7 +46,12 @@ func (p *Pool) Status() (PoolStatus, error) {
 		return PoolStatus{}, err
 	}
 	for i, v := range views {
-		ds := DeviceStatus{Index: i, Queue: p.devs[i].resource, Until: states[i].Until}
+		ds := DeviceStatus{Index: i, Until: states[i].Until}
+		if p.devs[i] == nil {
+			st.Devices = append(st.Devices, ds)
+			continue
+		}
+		ds.Queue = p.devs[i].resource
 		if v.holder != nil {
 			t := v.holder.Ticket
 			ds.Holder = &t
