@@ -133,8 +133,12 @@ func (h *holdRun) poolGranted() error {
 	for _, d := range devs {
 		names = append(names, d.Name)
 	}
-	h.o.Log.Info().Ints("devices", ph.grant.Devices()).Strs("names", names).Bool("backfill", ph.info.Backfill).
-		Msg(fmt.Sprintf("%d of the %d devices of %s taken", len(devs), len(ph.pool.Devices), h.o.Resource))
+	d := ph.grant.Decision()
+	ev := h.o.Log.Info().Ints("devices", ph.grant.Devices()).Strs("names", names).Bool("backfill", ph.info.Backfill).Interface("along", d.Along).Time("decided", d.At)
+	if d.Backfill {
+		ev = ev.Uint64("head", d.Head).Time("head_start", d.HeadStart)
+	}
+	ev.Msg(fmt.Sprintf("%d of the %d devices of %s taken", len(devs), len(ph.pool.Devices), h.o.Resource))
 	h.recordPool()
 	return nil
 }

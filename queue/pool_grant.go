@@ -17,6 +17,7 @@ type PoolGrant struct {
 	pw       *PoolWaiter
 	devices  []int
 	backfill bool
+	decision Decision
 	mu       sync.Mutex
 	gs       []*grant // the taken devices' tokens
 	others   []*grant // detached: the other devices' dead holders
@@ -44,7 +45,7 @@ type holdKey struct {
 func keyOfTicket(t Ticket) holdKey { return holdKey{t.Holder, t.HoldID} }
 
 func newPoolGrant(pw *PoolWaiter, d Decision, gs []*grant) (*PoolGrant, error) {
-	g := &PoolGrant{pw: pw, devices: d.Devices, backfill: d.Backfill, gs: gs}
+	g := &PoolGrant{pw: pw, devices: d.Devices, backfill: d.Backfill, decision: d, gs: gs}
 	taken := map[int]bool{}
 	for _, i := range d.Devices {
 		taken[i] = true
@@ -106,6 +107,11 @@ func (g *PoolGrant) Devices() []int { return append([]int(nil), g.devices...) }
 
 // Backfilled reports whether this hold started before the head.
 func (g *PoolGrant) Backfilled() bool { return g.backfill }
+
+// Decision is the schedule's decision that started this hold: for a
+// backfill, the head it went before and that head's earliest start; else
+// the tickets ahead that started along with it.
+func (g *PoolGrant) Decision() Decision { return g.decision }
 
 // Dead lists the dead holds of the taken devices, one ticket each.
 func (g *PoolGrant) Dead() []Ticket {

@@ -141,7 +141,9 @@ func (pw *PoolWaiter) round(sched *tokenLock) (*PoolGrant, roundResult, error) {
 			r.watch = append(r.watch, e.Holder)
 		}
 	}
-	d := Schedule(states, reqs, pw.w.e.Seq, time.Now(), pw.p.backfill)
+	now := time.Now()
+	d := Schedule(states, reqs, pw.w.e.Seq, now, pw.p.backfill)
+	d.At = now // under the lock: decisions are ordered by it
 	if !d.Start {
 		pw.waiting.Store(&d.Wait)
 		return nil, r, nil

@@ -39,6 +39,11 @@ type Decision struct {
 	// no head is blocked).
 	HeadStart time.Time
 	Wait      string // what the waiter waits for, when not Start
+	// Along are the tickets ahead that fit now too (they start with this
+	// one, so a Start that is not Backfill overtakes nobody who waits).
+	Along []uint64
+	// At is when the decision was taken (set by the caller).
+	At time.Time
 }
 
 // Schedule decides for ticket me of queue (waiting tickets in FIFO order)
@@ -66,6 +71,7 @@ func Schedule(devs []DevState, queue []Request, me uint64, now time.Time, backfi
 				return d
 			}
 			busy = append(busy, untilOf(now, r.Bound, r.Count)...)
+			d.Along = append(d.Along, r.Seq)
 			continue
 		case !blocked:
 			blocked = true
