@@ -83,12 +83,13 @@ func (pw *PoolWaiter) Wait(ctx context.Context, progress func(Position)) (*PoolG
 			last, reported = pos, true
 		}
 		ev.watchAll(pw.p.q, sched)
+		timeout := time.Second // a safety re-check: the devices' own queues are not watched
 		if ev.watchPids(r.watch) || r.unsure {
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			timeout = backoff
 		} else {
-			backoff = time.Second // a safety re-check: a device's own queue is not watched
+			backoff = 0
 		}
-		timeout := backoff
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = min(timeout, max(time.Until(dl), 0))
 		}
