@@ -203,3 +203,22 @@ func (h *holdRun) unfenced(f *device.Filter) {
 	h.o.Log.Warn().Msg("no device filter: " + h.pool.info.Filter)
 	h.recordPool()
 }
+
+// poolQueues are the device queues of resource res's pool in dir (none
+// when it is not a pool): `gpu-hold reap -r gpu` reaps them too, since a
+// pool hold's dead holders are on its devices' queues.
+func poolQueues(dir, res string, log func(string)) []string {
+	rs, err := device.LoadResourcesWarn(dir, log)
+	if err != nil {
+		return nil
+	}
+	p := device.PoolOf(device.LookupResource(rs, res), "/")
+	if !p.Multi() {
+		return nil
+	}
+	var out []string
+	for _, d := range p.Devices {
+		out = append(out, device.QueueName(res, d))
+	}
+	return out
+}
