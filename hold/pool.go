@@ -222,3 +222,14 @@ func poolQueues(dir, res string, log func(string)) []string {
 	}
 	return out
 }
+
+// poolMetricNames are the series a pool hold's metrics also go to: one per
+// device it held (its device queue's name), so a pool's metrics are per
+// device as well as per pool.
+func (h *holdRun) poolMetricNames() []string {
+	var out []string
+	for _, d := range h.pool.devs {
+		out = append(out, device.QueueName(h.o.Resource, d))
+	}
+	return out
+}
