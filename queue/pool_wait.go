@@ -43,61 +43,107 @@ func (pw *PoolWaiter) Cancel() error { return pw.w.Cancel() }
 // its devices, as Waiter.Wait does for a token: ErrRemoved, ctx.Err() or a
 // *WaitTimeout end it, with the ticket removed.
 func (pw *PoolWaiter) Wait(ctx context.Context, progress func(Position)) (*PoolGrant, error) {
-	start := time.Now()
+	l, err := pw.watch(ctx, progress)
+	if err != nil {
+		pw.Cancel()
+		return nil, err
+	}
+	defer l.close()
+	for {
+		if g, done, err := l.step(); done {
+			return g, err
+		}
+	}
+}
+
+// poolLoop is the state of a pool ticket's Wait across its rounds.
+type poolLoop struct {
+	pw       *PoolWaiter
+	ctx      context.Context
+	progress func(Position)
+	start    time.Time
+	ev       *events
+	sched    *tokenLock
+	stop     func() bool
+	last     Position
+	reported bool
+	backoff  time.Duration
+}
+
+// watch sets up what the rounds sleep on: inotify on the pool dir, the
+// scheduling lock's file, and a wake-up when ctx ends.
+func (pw *PoolWaiter) watch(ctx context.Context, progress func(Position)) (*poolLoop, error) {
 	ev, err := newEvents(pw.p.q)
 	if err != nil {
-		pw.Cancel()
 		return nil, err
 	}
-	defer func() { go ev.close() }()
-	stop := context.AfterFunc(ctx, ev.kickNow)
-	defer stop()
 	sched, err := pw.p.q.openToken()
 	if err != nil {
-		pw.Cancel()
+		go ev.close()
 		return nil, err
 	}
-	defer sched.close()
-	var last Position
-	reported := false
-	backoff := time.Duration(0)
-	for {
-		if pw.w.removed() {
-			pw.w.drop()
-			return nil, ErrRemoved
-		}
-		if ctx.Err() != nil {
-			return nil, pw.w.giveUp(ctx, start, nil)
-		}
-		g, r, err := pw.round(sched)
+	l := &poolLoop{pw: pw, ctx: ctx, progress: progress, start: time.Now(), ev: ev, sched: sched}
+	l.stop = context.AfterFunc(ctx, ev.kickNow)
+	return l, nil
+}
+
+func (l *poolLoop) close() {
+	l.stop()
+	l.sched.close()
+	go l.ev.close() // an inotify close waits for an RCU grace period
+}
+
+// step is one round and, when it did not start, the sleep after it.
+func (l *poolLoop) step() (*PoolGrant, bool, error) {
+	pw := l.pw
+	if pw.w.removed() {
+		pw.w.drop()
+		return nil, true, ErrRemoved
+	}
+	if l.ctx.Err() != nil {
+		return nil, true, pw.w.giveUp(l.ctx, l.start, nil)
+	}
+	g, r, err := pw.round(l.sched)
+	if err != nil || g != nil {
 		if err != nil {
 			pw.Cancel()
-			return nil, err
 		}
-		if g != nil {
-			return g, nil
-		}
-		pos := Position{Ahead: r.ahead, Waiting: pw.Waiting()}
-		if progress != nil && (!reported || pos != last) {
-			progress(pos)
-			last, reported = pos, true
-		}
-		ev.watchAll(pw.p.q, sched)
-		timeout := time.Second // a safety re-check: the devices' own queues are not watched
-		if ev.watchPids(r.watch) || r.unsure {
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			timeout = backoff
-		} else {
-			backoff = 0
-		}
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = min(timeout, max(time.Until(dl), 0))
-		}
-		if err := ev.wait(timeout); err != nil {
-			pw.Cancel()
-			return nil, err
-		}
+		return g, true, err
 	}
+	l.tell(Position{Ahead: r.ahead, Waiting: pw.Waiting()})
+	if err := l.sleep(r); err != nil {
+		pw.Cancel()
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
+// tell gives progress a position that changed.
+func (l *poolLoop) tell(pos Position) {
+	if l.progress != nil && (!l.reported || pos != l.last) {
+		l.progress(pos)
+		l.last, l.reported = pos, true
+	}
+}
+
+// sleep waits for what can move the ticket: the pool dir, the pidfds of
+// the devices' holders and of the tickets ahead, ctx's end; on a short
+// backoff when unsure (the lock was busy, a pid could not be watched),
+// else at most a second, a safety re-check, since the devices' own queues
+// are not watched.
+func (l *poolLoop) sleep(r roundResult) error {
+	l.ev.watchAll(l.pw.p.q, l.sched)
+	timeout := time.Second
+	if l.ev.watchPids(r.watch) || r.unsure {
+		l.backoff = min(max(2*l.backoff, 5*time.Millisecond), time.Second)
+		timeout = l.backoff
+	} else {
+		l.backoff = 0
+	}
+	if dl, ok := l.ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(dl), 0))
+	}
+	return l.ev.wait(timeout)
 }
 
 // roundResult is what a round that did not start saw.
@@ -129,19 +175,7 @@ func (pw *PoolWaiter) round(sched *tokenLock) (*PoolGrant, roundResult, error) {
 	if err != nil {
 		return nil, r, err
 	}
-	for _, v := range views {
-		if v.holder != nil {
-			r.watch = append(r.watch, v.holder.Holder)
-		} else if v.busy {
-			r.unsure = true
-		}
-	}
-	for _, e := range snap.tickets {
-		if e.live && !e.granted() && len(e.Devices) == 0 && e.Seq < pw.w.e.Seq {
-			r.ahead++
-			r.watch = append(r.watch, e.Holder)
-		}
-	}
+	r = pw.watched(views, snap)
 	now := time.Now()
 	d := Schedule(states, reqs, pw.w.e.Seq, now, pw.p.backfill)
 	d.At = now // under the lock: decisions are ordered by it
@@ -155,6 +189,28 @@ func (pw *PoolWaiter) round(sched *tokenLock) (*PoolGrant, roundResult, error) {
 		return nil, r, nil
 	}
 	return g, r, err
+}
+
+// watched is what a round that does not start sleeps on: the devices'
+// holders and the tickets ahead, by pidfd; a device busy without a holder
+// (a lock nobody's ticket explains, a hold of the device itself waiting)
+// makes the round unsure.
+func (pw *PoolWaiter) watched(views []devView, snap *snapshot) roundResult {
+	var r roundResult
+	for _, v := range views {
+		if v.holder != nil {
+			r.watch = append(r.watch, v.holder.Holder)
+		} else if v.busy {
+			r.unsure = true
+		}
+	}
+	for _, e := range snap.tickets {
+		if e.live && !e.granted() && len(e.Devices) == 0 && e.Seq < pw.w.e.Seq {
+			r.ahead++
+			r.watch = append(r.watch, e.Holder)
+		}
+	}
+	return r
 }
 
 // errBusy: a device the schedule gave was taken meanwhile (a hold of the
