@@ -36,7 +36,13 @@ type poolRecord struct {
 // and checks --count against it.
 func (h *holdRun) resolvePool() error {
 	o := &h.o
-	res, err := device.LoadResourcesWarn(o.Dir, func(m string) { o.Log.Warn().Msg(m) })
+	// devicePatterns has said what is wrong with resources.json, unless
+	// --device kept it from reading it: one warning, not two.
+	warn := func(string) {}
+	if len(o.Devices) > 0 {
+		warn = func(m string) { o.Log.Warn().Msg(m) }
+	}
+	res, err := device.LoadResourcesWarn(o.Dir, warn)
 	if err != nil {
 		return err
 	}
