@@ -24,6 +24,7 @@ type Results struct {
 	Teardown  []TeardownCase  `json:"teardown,omitempty"`
 	Storm     *StormResult    `json:"storm,omitempty"`
 	Footprint []FootprintMode `json:"footprint,omitempty"`
+	Pool      *PoolResult     `json:"pool,omitempty"`
 	Errors    []string        `json:"errors,omitempty"`
 }
 
@@ -144,6 +145,7 @@ func (b *bench) targets() []Target {
 	} else {
 		none("`gpu-hold --track=proc -- true`", "<= 3x flock+timeout+true", "section not run")
 	}
+	ts = append(ts, poolTargets(r.Pool)...)
 	for i := range ts {
 		if strings.Contains(ts[i].Got, "n/a") && ts[i].Status == "missed" {
 			ts[i].Status = "not measured"
@@ -362,6 +364,7 @@ func (b *bench) markdown() string {
 		}
 	}
 
+	poolMarkdown(p, r.Pool)
 	if len(r.Errors) > 0 {
 		p("")
 		p("Errors:")

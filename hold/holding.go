@@ -27,6 +27,8 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
 	}
+	filter := h.fence()
+	defer filter.Close()
 	baseline := h.deviceBaseline()
 	if h.signalledBeforeStart(sigc) {
 		return h.res, nil
@@ -36,6 +38,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		return h.res, err
 	}
 	defer p.reap()
+	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
 	go h.ignoreSignals(sigc)
 	out := h.endLineage(tr, p, pinned)
@@ -114,6 +117,7 @@ func (p *running) reap() {
 func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 	o, log := &h.o, h.o.Log
 	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
+	env = append(env, h.poolEnv()...)
 	cmd, root, err := launch(o, tr, h.cg, env)
 	var sf *startFailure
 	if err != nil && h.cg != nil && o.Cgroup == "auto" && errors.As(err, &sf) {
@@ -158,10 +162,11 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 	o, log := &h.o, h.o.Log
 	var deadline <-chan time.Time
 	if o.MaxHold > 0 {
-		t := time.NewTimer(o.MaxHold)
+		left := h.maxHoldLeft()
+		t := time.NewTimer(left)
 		defer t.Stop()
 		deadline = t.C
-		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(o.MaxHold) })
+		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(left) })
 	}
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()

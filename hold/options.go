@@ -31,6 +31,7 @@ type Options struct {
 	RecordAge   time.Duration // records older than this are pruned (0 = no age bound)
 
 	Devices       []string      // --device: replaces the resource's device list
+	Count         int           // --count: devices of the resource's pool (0: 1)
 	DeviceHolders device.Policy // warn, wait, fail
 	DeviceWait    time.Duration // bound for --device-holders=wait
 	MemFloor      uint64        // bytes; 0 = none
@@ -64,6 +65,9 @@ func (o *Options) Validate() error {
 	case "auto", "on", "off":
 	default:
 		return fmt.Errorf("--cgroup %q is not one of auto, on, off", o.Cgroup)
+	}
+	if o.Count < 0 {
+		return fmt.Errorf("--count must be at least 1 (got %d)", o.Count)
 	}
 	if _, err := device.ParsePolicy(string(o.DeviceHolders)); err != nil {
 		return err

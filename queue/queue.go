@@ -30,6 +30,14 @@ type Ticket struct {
 	Record string `json:"record,omitempty"`
 	// Granted is set on the holder's entry once it took the token.
 	Granted time.Time `json:"granted,omitempty"`
+	// Pool holds (pool.go): Count devices asked; Bound, the hold's tenure
+	// bound once granted (0: none); Devices, the pool indices a running
+	// pool ticket holds (shown, never believed); PoolSeq, on a device's
+	// ticket, the pool ticket it was taken for.
+	Count   int           `json:"count,omitempty"`
+	Bound   time.Duration `json:"bound_ns,omitempty"`
+	Devices []int         `json:"devices,omitempty"`
+	PoolSeq uint64        `json:"pool_seq,omitempty"`
 }
 
 // Queue is one resource's queue. The directory backend is the first; a
@@ -84,6 +92,8 @@ type Grant interface {
 type Position struct {
 	Ahead  int     // tickets ahead of ours, excluding the holder
 	Holder *Ticket // current holder, if any
+	// Waiting says what a pool ticket waits for (empty for a token).
+	Waiting string
 }
 
 // Status is a snapshot of a queue.

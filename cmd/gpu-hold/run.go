@@ -60,6 +60,7 @@ still holds the device, writes a record, and only then releases the token.`,
 	f.StringVar(&o.Dump, "dump", "", "write the hold's record here (default: the resource's records directory)")
 	f.IntVar(&o.KeepRecords, "keep-records", 200, "records kept per resource in its records directory")
 	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "records older than this are removed (0: no age limit)")
+	f.IntVarP(&o.Count, "count", "n", 1, "devices of the resource's pool to hold, all at once (gpu-hold doctor lists the pool)")
 	f.StringArrayVar(&o.Devices, "device", nil, "device node (or glob) whose holders are checked at release; repeatable; replaces the resource's list")
 	o.DeviceHolders = device.PolicyWarn
 	f.Var(&o.DeviceHolders, "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)")
