@@ -36,6 +36,9 @@ type Options struct {
 	MemFloor      uint64        // bytes; 0 = none
 	MetricsDir    string
 
+	Yield   bool // give the token up to any ticket that does not yield (yield.go)
+	Restart bool // with Yield: queue again after each end (keeper.go)
+
 	Log    zerolog.Logger
 	Stdout io.Writer // payload stdout (nil: os.Stdout)
 	Stderr io.Writer // payload stderr (nil: os.Stderr)
@@ -64,6 +67,9 @@ func (o *Options) Validate() error {
 	case "auto", "on", "off":
 	default:
 		return fmt.Errorf("--cgroup %q is not one of auto, on, off", o.Cgroup)
+	}
+	if o.Restart && !o.Yield {
+		return errors.New("--restart is for serve keepers: use it with --yield (a loop in the shell restarts any other command)")
 	}
 	if _, err := device.ParsePolicy(string(o.DeviceHolders)); err != nil {
 		return err
