@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,8 +80,9 @@ func fakeNode(t *testing.T, dir string) string {
 		if used[major] {
 			continue
 		}
+		// A random minor: other tests may fake a node of this major now.
 		p := filepath.Join(dir, "fakegpu0")
-		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(major, 0))); err != nil {
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(major, uint32(rand.IntN(1<<20))))); err != nil {
 			testenv.Need(t, "mknod of a fake device node failed: %v", err)
 		}
 		return p

@@ -1,0 +1,151 @@
+//go:build ignore
+
+/* guard.bpf.c is the guard's enforcement at open: a BPF_PROG_TYPE_CGROUP_DEVICE
+ * program, attached by `gpu-hold guard --deny-at-open` to the root of the
+ * cgroup v2 hierarchy, where it runs for every process of the host (those in
+ * the root cgroup too) at each open or mknod of a device node. A node that
+ * is not guarded is allowed. A guarded one (its type, major and minor in
+ * `guarded`) is allowed only to a process the guard lets through:
+ *
+ *   lineage       the token holder's pinned lineage map (an inner map the
+ *                 guard swaps in: its members, newborns included, as the
+ *                 holder's own tracker admits them);
+ *   cgroups       the holder's cgroup (by id: its members, newborns included);
+ *   tgids         the holder's gpu-hold process, the lineage the guard walked
+ *                 (holds without a pin or cgroup) and the allow-listed by exe;
+ *   uids          the allow-listed by uid.
+ *
+ * Anyone else gets EPERM at open, before the driver runs, and the denial is
+ * streamed to the guard. The program is attached through a BPF link the
+ * guard holds: when the guard exits, in any way, the link is closed and the
+ * program detached, and every open is allowed again (fail-open: a guard bug
+ * never locks the host out of its devices). */
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+char __license[] SEC("license") = "GPL";
+
+struct dev_key {
+	__u32 type; /* BPF_DEVCG_DEV_CHAR or BPF_DEVCG_DEV_BLOCK */
+	__u32 major;
+	__u32 minor;
+};
+
+/* member is the lineage map's value (lineage.bpf.c); only its presence is read. */
+struct member {
+	__u64 start_ns;
+	__u64 hold_id;
+	__u32 parent;
+	__u32 flags;
+};
+
+/* denial is one open refused, for the guard's log and audit. */
+struct denial {
+	__u32 tgid;
+	__u32 uid;
+	__u32 type;
+	__u32 major;
+	__u32 minor;
+	__u32 access;
+};
+
+/* For bpf2go's -type denial: the ring buffer carries no type. */
+const struct denial *unused_denial __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct dev_key);
+	__type(value, __u8);
+} guarded SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} uids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64);
+	__type(value, __u8);
+} cgroups SEC(".maps");
+
+/* The inner map's shape is the lineage map's (LINEAGE_CAPACITY members of
+ * struct member; its value is given by size, since BTF would carry a struct
+ * reached only through the outer map's definition as a bare declaration). */
+struct lineage_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8[sizeof(struct member)]);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct lineage_map);
+} lineage SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} denials SEC(".maps");
+
+/* allowed says whether the current process may open a guarded node. */
+static __always_inline int allowed(__u32 tgid, __u32 uid) {
+	__u32 zero = 0;
+	struct member *m;
+	__u64 cg;
+	void *inner;
+
+	if (bpf_map_lookup_elem(&tgids, &tgid) || bpf_map_lookup_elem(&uids, &uid))
+		return 1;
+	cg = bpf_get_current_cgroup_id();
+	if (bpf_map_lookup_elem(&cgroups, &cg))
+		return 1;
+	inner = bpf_map_lookup_elem(&lineage, &zero);
+	if (!inner)
+		return 0;
+	m = bpf_map_lookup_elem(inner, &tgid);
+	return m != 0;
+}
+
+SEC("cgroup/dev")
+int guard_dev(struct bpf_cgroup_dev_ctx *ctx) {
+	struct dev_key k = {};
+	struct denial *d;
+	__u32 tgid, uid;
+
+	k.type = ctx->access_type & 0xFFFF;
+	k.major = ctx->major;
+	k.minor = ctx->minor;
+	if (!bpf_map_lookup_elem(&guarded, &k))
+		return 1;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	uid = (__u32)bpf_get_current_uid_gid();
+	if (allowed(tgid, uid))
+		return 1;
+	d = bpf_ringbuf_reserve(&denials, sizeof(*d), 0);
+	if (d) {
+		d->tgid = tgid;
+		d->uid = uid;
+		d->type = k.type;
+		d->major = k.major;
+		d->minor = k.minor;
+		d->access = ctx->access_type >> 16;
+		bpf_ringbuf_submit(d, 0);
+	}
+	return 0;
+}

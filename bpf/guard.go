@@ -1,0 +1,163 @@
+// guard.go owns the guard's device filter (guard.bpf.c): loading it,
+// attaching it to the root of the cgroup v2 hierarchy through a BPF link
+// (closed, and so detached, when the guard exits in any way: fail-open),
+// filling its maps, and reading its denials.
+package bpf
+
+//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -mcpu=v3" -type dev_key -type denial guard guard.bpf.c -- -I/usr/include/x86_64-linux-gnu -I/usr/include/aarch64-linux-gnu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// Device types of a guarded node, as the kernel's device filter names them.
+const (
+	DevBlock = 1 // BPF_DEVCG_DEV_BLOCK
+	DevChar  = 2 // BPF_DEVCG_DEV_CHAR
+)
+
+// Dev is one guarded device node.
+type Dev struct{ Type, Major, Minor uint32 }
+
+// Denial is one open the filter refused.
+type Denial struct {
+	TGID, UID uint32
+	Dev       Dev
+	Access    uint32 // BPF_DEVCG_ACC_* bits: 1 mknod, 2 read, 4 write
+}
+
+// DeviceGuard is the loaded and attached filter.
+type DeviceGuard struct {
+	objs guardObjects
+	lnk  link.Link
+	rd   *ringbuf.Reader
+}
+
+// LoadDeviceGuard loads the filter and attaches it to the cgroup v2
+// hierarchy's root, mount (for example /sys/fs/cgroup/unified).
+func LoadDeviceGuard(mount string) (_ *DeviceGuard, err error) {
+	g := &DeviceGuard{}
+	if err := loadGuardObjects(&g.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the guard's device filter: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	// A link, not a plain attach: the program goes with the guard's fd.
+	g.lnk, err = link.AttachCgroup(link.CgroupOptions{Path: mount, Attach: ebpf.AttachCGroupDevice, Program: g.objs.GuardDev})
+	if err != nil {
+		return nil, fmt.Errorf("attaching the guard's device filter to %s: %w", mount, err)
+	}
+	if g.rd, err = ringbuf.NewReader(g.objs.Denials); err != nil {
+		return nil, fmt.Errorf("reading the guard's denials: %w", err)
+	}
+	return g, nil
+}
+
+// Close detaches the filter (every open is allowed again) and frees it.
+func (g *DeviceGuard) Close() error {
+	if g.rd != nil {
+		g.rd.Close()
+	}
+	var err error
+	if g.lnk != nil {
+		err = g.lnk.Close()
+	}
+	return errors.Join(err, g.objs.Close())
+}
+
+// SetDevices makes devs the guarded nodes.
+func (g *DeviceGuard) SetDevices(devs []Dev) error {
+	want := map[guardDevKey]bool{}
+	for _, d := range devs {
+		want[guardDevKey{Type: d.Type, Major: d.Major, Minor: d.Minor}] = true
+	}
+	return syncSet(g.objs.Guarded, want)
+}
+
+// SetTGIDs makes tgids the processes allowed by pid.
+func (g *DeviceGuard) SetTGIDs(tgids map[uint32]bool) error { return syncSet(g.objs.Tgids, tgids) }
+
+// SetUIDs makes uids the users allowed.
+func (g *DeviceGuard) SetUIDs(uids map[uint32]bool) error { return syncSet(g.objs.Uids, uids) }
+
+// SetCgroups makes ids the cgroups (by id: the cgroup2 directory's inode)
+// whose members are allowed.
+func (g *DeviceGuard) SetCgroups(ids map[uint64]bool) error { return syncSet(g.objs.Cgroups, ids) }
+
+// SetLineage puts the pinned lineage map of hold holdID in the filter (""
+// clears it). Its members, newborns included, are allowed.
+func (g *DeviceGuard) SetLineage(holdID string) error {
+	zero := uint32(0)
+	if holdID == "" {
+		err := g.objs.Lineage.Delete(zero)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		return err
+	}
+	if !validHoldID(holdID) {
+		return fmt.Errorf("hold id %q: use letters, digits, '.', '_' and '-' only", holdID)
+	}
+	m, err := ebpf.LoadPinnedMap(filepath.Join(PinDir(holdID), lineageMapLineage), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("opening hold %s's pinned lineage: %w", holdID, err)
+	}
+	defer m.Close()
+	return g.objs.Lineage.Put(zero, m)
+}
+
+// ReadDenial waits for the next denial; it fails once Close was called.
+func (g *DeviceGuard) ReadDenial() (Denial, error) {
+	rec, err := g.rd.Read()
+	if err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return Denial{}, err
+		}
+		return Denial{}, fmt.Errorf("reading a denial: %w", err)
+	}
+	var d guardDenial
+	if err := binary.Read(bytes.NewReader(rec.RawSample), binary.LittleEndian, &d); err != nil {
+		return Denial{}, fmt.Errorf("decoding a denial: %w", err)
+	}
+	return Denial{TGID: d.Tgid, UID: d.Uid, Dev: Dev{d.Type, d.Major, d.Minor}, Access: d.Access}, nil
+}
+
+// syncSet makes the keys of hash map m exactly want (value 1).
+func syncSet[K comparable](m *ebpf.Map, want map[K]bool) error {
+	var k K
+	var v uint8
+	var stale []K
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if !want[k] {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, s := range stale {
+		if err := m.Delete(s); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	one := uint8(1)
+	for w := range want {
+		if err := m.Put(w, one); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+// guard_test.go owns the device filter's test against the kernel: a
+// guarded node (a fake one: a major no driver has, so an open the filter
+// lets through fails with ENXIO instead of EPERM) is refused to a process
+// not allowed, let through by tgid and by uid, the refusal is streamed,
+// and once the filter is closed every open is let through (fail-open).
+package bpf
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
+)
+
+// fakeChar makes a character node with a free major; it returns its path,
+// major and minor.
+func fakeChar(t *testing.T) (string, uint32, uint32) {
+	t.Helper()
+	b, _ := os.ReadFile("/proc/devices")
+	used := map[uint32]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				used[uint32(n)] = true
+			}
+		}
+	}
+	for major := uint32(234); major <= 254; major++ {
+		if !used[major] {
+			// A random minor: tests of other packages may guard a fake
+			// node of the same major at the same time.
+			minor := uint32(rand.IntN(1 << 20))
+			if s := os.Getenv("FAKE_MINOR"); s != "" {
+				m, _ := strconv.Atoi(s)
+				minor = uint32(m)
+			}
+			t.Logf("fake node %d:%d", major, minor)
+			p := filepath.Join(t.TempDir(), "fake0")
+			if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(major, minor))); err != nil {
+				testenv.Need(t, "mknod: %v", err)
+			}
+			return p, major, minor
+		}
+	}
+	testenv.Need(t, "no free character major")
+	return "", 0, 0
+}
+
+// openErr opens path and returns the errno (0: opened).
+func openErr(path string) unix.Errno {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+		return 0
+	}
+	var en unix.Errno
+	errors.As(err, &en)
+	return en
+}
+
+func TestDeviceGuard(t *testing.T) {
+	testenv.NeedRoot(t, "attaching a device filter to the cgroup root")
+	mnt := cgroup.Mount()
+	if mnt == "" {
+		testenv.Need(t, "no cgroup v2 mount")
+	}
+	node, major, minor := fakeChar(t)
+	if e := openErr(node); e != unix.ENXIO {
+		t.Fatalf("test shape: the fake node opens with %v before any filter, want ENXIO", e)
+	}
+	g, err := LoadDeviceGuard(mnt)
+	testenv.NeedBPF(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			g.Close()
+		}
+	}()
+	if err := g.SetDevices([]Dev{{DevChar, major, minor}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := openErr(node); e != unix.EPERM {
+		t.Fatalf("open of a guarded node by a process not allowed: %v, want EPERM", e)
+	}
+	d, err := g.ReadDenial()
+	if err != nil || d.TGID != uint32(os.Getpid()) || d.Dev != (Dev{DevChar, major, minor}) || d.Access&2 == 0 {
+		t.Errorf("denial %+v (%v), want tgid %d, char %d:%d, read", d, err, os.Getpid(), major, minor)
+	}
+	if err := g.SetTGIDs(map[uint32]bool{uint32(os.Getpid()): true}); err != nil {
+		t.Fatal(err)
+	}
+	if e := openErr(node); e != unix.ENXIO {
+		t.Errorf("open by an allowed tgid: %v, want ENXIO (let through to the driverless node)", e)
+	}
+	g.SetTGIDs(nil)
+	if err := g.SetUIDs(map[uint32]bool{uint32(os.Geteuid()): true}); err != nil {
+		t.Fatal(err)
+	}
+	if e := openErr(node); e != unix.ENXIO {
+		t.Errorf("open by an allowed uid: %v, want ENXIO", e)
+	}
+	g.SetUIDs(nil)
+	if e := openErr("/dev/null"); e != 0 {
+		t.Errorf("open of a node that is not guarded: %v", e)
+	}
+	if e := openErr(node); e != unix.EPERM {
+		t.Errorf("open after the allowances were cleared: %v, want EPERM", e)
+	}
+	g.Close()
+	closed = true
+	if e := openErr(node); e != unix.ENXIO {
+		t.Errorf("open after the filter was closed: %v, want ENXIO (fail-open)", e)
+	}
+}
