@@ -7,9 +7,9 @@
  * is not guarded is allowed. A guarded one (its type, major and minor in
  * `guarded`) is allowed only to a process the guard lets through:
  *
- *   lineage       the token holder's pinned lineage map (an inner map the
- *                 guard swaps in: its members, newborns included, as the
- *                 holder's own tracker admits them);
+ *   lineage       the token holders' pinned lineage maps (inner maps the
+ *                 guard swaps in, one slot per resource: their members,
+ *                 newborns included, as each holder's own tracker admits them);
  *   cgroups       the holder's cgroup (by id: its members, newborns included);
  *   tgids         the holder's gpu-hold process, the lineage the guard walked
  *                 (holds without a pin or cgroup) and the allow-listed by exe;
@@ -91,9 +91,12 @@ struct lineage_map {
 	__type(value, __u8[sizeof(struct member)]);
 };
 
+/* LINEAGE_SLOTS is how many resources' holders can have their lineage in. */
+#define LINEAGE_SLOTS 8
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
+	__uint(max_entries, LINEAGE_SLOTS);
 	__type(key, __u32);
 	__array(values, struct lineage_map);
 } lineage SEC(".maps");
@@ -105,7 +108,6 @@ struct {
 
 /* allowed says whether the current process may open a guarded node. */
 static __always_inline int allowed(__u32 tgid, __u32 uid) {
-	__u32 zero = 0;
 	struct member *m;
 	__u64 cg;
 	void *inner;
@@ -115,11 +117,17 @@ static __always_inline int allowed(__u32 tgid, __u32 uid) {
 	cg = bpf_get_current_cgroup_id();
 	if (bpf_map_lookup_elem(&cgroups, &cg))
 		return 1;
-	inner = bpf_map_lookup_elem(&lineage, &zero);
-	if (!inner)
-		return 0;
-	m = bpf_map_lookup_elem(inner, &tgid);
-	return m != 0;
+#pragma unroll
+	for (__u32 i = 0; i < LINEAGE_SLOTS; i++) {
+		__u32 slot = i;
+		inner = bpf_map_lookup_elem(&lineage, &slot);
+		if (!inner)
+			continue;
+		m = bpf_map_lookup_elem(inner, &tgid);
+		if (m)
+			return 1;
+	}
+	return 0;
 }
 
 SEC("cgroup/dev")

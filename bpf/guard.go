@@ -96,12 +96,19 @@ func (g *DeviceGuard) SetUIDs(uids map[uint32]bool) error { return syncSet(g.obj
 // whose members are allowed.
 func (g *DeviceGuard) SetCgroups(ids map[uint64]bool) error { return syncSet(g.objs.Cgroups, ids) }
 
-// SetLineage puts the pinned lineage map of hold holdID in the filter (""
+// LineageSlots is how many pinned lineages the filter holds at once
+// (LINEAGE_SLOTS in guard.bpf.c): one per guarded resource.
+const LineageSlots = 8
+
+// SetLineage puts the pinned lineage map of hold holdID in slot (""
 // clears it). Its members, newborns included, are allowed.
-func (g *DeviceGuard) SetLineage(holdID string) error {
-	zero := uint32(0)
+func (g *DeviceGuard) SetLineage(slot int, holdID string) error {
+	if slot < 0 || slot >= LineageSlots {
+		return fmt.Errorf("lineage slot %d: the filter has %d", slot, LineageSlots)
+	}
+	key := uint32(slot)
 	if holdID == "" {
-		err := g.objs.Lineage.Delete(zero)
+		err := g.objs.Lineage.Delete(key)
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil
 		}
@@ -115,7 +122,7 @@ func (g *DeviceGuard) SetLineage(holdID string) error {
 		return fmt.Errorf("opening hold %s's pinned lineage: %w", holdID, err)
 	}
 	defer m.Close()
-	return g.objs.Lineage.Put(zero, m)
+	return g.objs.Lineage.Put(key, m)
 }
 
 // ReadDenial waits for the next denial; it fails once Close was called.

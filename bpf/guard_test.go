@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,7 +43,6 @@ func fakeChar(t *testing.T) (string, uint32, uint32) {
 				m, _ := strconv.Atoi(s)
 				minor = uint32(m)
 			}
-			t.Logf("fake node %d:%d", major, minor)
 			p := filepath.Join(t.TempDir(), "fake0")
 			if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(major, minor))); err != nil {
 				testenv.Need(t, "mknod: %v", err)
@@ -118,5 +118,48 @@ func TestDeviceGuard(t *testing.T) {
 	closed = true
 	if e := openErr(node); e != unix.ENXIO {
 		t.Errorf("open after the filter was closed: %v, want ENXIO (fail-open)", e)
+	}
+}
+
+// A member of a hold's pinned lineage, born after its lineage was put in
+// the filter, opens the guarded node; the test itself (no member) cannot.
+func TestDeviceGuardLineage(t *testing.T) {
+	testenv.NeedRoot(t, "attaching a device filter to the cgroup root")
+	mnt := cgroup.Mount()
+	if mnt == "" {
+		testenv.Need(t, "no cgroup v2 mount")
+	}
+	node, major, minor := fakeChar(t)
+	d := t.TempDir()
+	id := "guardtest-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(rand.IntN(1<<30))
+	l, _, _ := launchMarked(t, Options{HoldID: id}, `until [ -e "`+d+`/go" ]; do sleep 0.01; done
+( exec 3<"`+node+`" ) 2>"`+d+`/out.tmp"; mv "`+d+`/out.tmp" "`+d+`/out"
+sleep 300`)
+	if _, err := l.Pin(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unpin()
+	g, err := LoadDeviceGuard(mnt)
+	testenv.NeedBPF(t, err)
+	defer g.Close()
+	if err := g.SetDevices([]Dev{{DevChar, major, minor}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetLineage(0, id); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(d, "go"), nil, 0o644)
+	var out []byte
+	for i := 0; i < 1000; i++ {
+		if out, err = os.ReadFile(filepath.Join(d, "out")); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(string(out), "No such device or address") {
+		t.Errorf("a newborn member of the pinned lineage opened the guarded node with %q, want ENXIO (let through)", out)
+	}
+	if e := openErr(node); e != unix.EPERM {
+		t.Errorf("open by the test (not a member): %v, want EPERM", e)
 	}
 }
