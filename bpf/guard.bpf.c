@@ -10,6 +10,16 @@
  *   lineage       the token holders' pinned lineage maps (inner maps the
  *                 guard swaps in, one slot per resource: their members,
  *                 newborns included, as each holder's own tracker admits them);
+ *   holders       every process below a holder's gpu-hold process (named by
+ *                 tgid and start time) or below any process running the
+ *                 gpu-hold executable (launchers, by inode: a hold's payload
+ *                 before the guard has even seen its ticket), its parents'
+ *                 chain read from the kernel at the open, up to ANCESTRY
+ *                 levels; a payload is let through from its first
+ *                 instruction. A gpu-hold process starts a payload only once
+ *                 it holds its token; a payload of another resource's hold
+ *                 that is let through here is still named, and ended, by
+ *                 the guard's scan;
  *   cgroups       the holder's cgroup (by id: its members, newborns included);
  *   tgids         the holder's gpu-hold process, the lineage the guard walked
  *                 (holds without a pin or cgroup) and the allow-listed by exe;
@@ -23,6 +33,44 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+/* The task fields the ancestry walk reads (CO-RE: the kernel's own layout). */
+struct super_block___guard {
+	unsigned int s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode___guard {
+	unsigned long i_ino;
+	struct super_block___guard *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file___guard {
+	struct inode___guard *f_inode;
+} __attribute__((preserve_access_index));
+
+struct mm_struct___guard {
+	struct file___guard *exe_file;
+} __attribute__((preserve_access_index));
+
+struct task_struct___guard {
+	int tgid;
+	unsigned long long start_boottime;
+	struct task_struct___guard *real_parent;
+	struct task_struct___guard *group_leader;
+	struct mm_struct___guard *mm;
+} __attribute__((preserve_access_index));
+
+/* exe_key names an executable by its inode: the kernel's dev_t of its file
+ * system and its inode number. */
+struct exe_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+};
+
+/* ANCESTRY is how far up the walk looks for a holder. */
+#define ANCESTRY 32
 
 char __license[] SEC("license") = "GPL";
 
@@ -74,6 +122,23 @@ struct {
 	__type(value, __u8);
 } uids SEC(".maps");
 
+/* launchers: the gpu-hold executable(s), by inode. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8);
+	__type(key, struct exe_key);
+	__type(value, __u8);
+} launchers SEC(".maps");
+
+/* holders: tgid -> start time in clock ticks (/proc/PID/stat field 22), so
+ * that a pid reused since the guard looked does not count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u64);
+} holders SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 64);
@@ -106,6 +171,36 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } denials SEC(".maps");
 
+/* below_holder says whether the current task is a holder or descends from one. */
+static __always_inline int below_holder(void) {
+	struct task_struct___guard *t = (void *)bpf_get_current_task();
+	struct exe_key ek = {};
+	struct inode___guard *ino;
+	__u64 *start;
+	__u32 tgid;
+
+	for (int i = 0; i < ANCESTRY; i++) {
+		if (!t)
+			return 0;
+		tgid = BPF_CORE_READ(t, tgid);
+		if (tgid <= 1)
+			return 0;
+		start = bpf_map_lookup_elem(&holders, &tgid);
+		/* A parent may be a thread: the process's start is its leader's. */
+		if (start && *start == BPF_CORE_READ(t, group_leader, start_boottime) / 10000000ULL)
+			return 1;
+		ino = BPF_CORE_READ(t, mm, exe_file, f_inode);
+		if (ino) {
+			ek.ino = BPF_CORE_READ(ino, i_ino);
+			ek.dev = BPF_CORE_READ(ino, i_sb, s_dev);
+			if (bpf_map_lookup_elem(&launchers, &ek))
+				return 1;
+		}
+		t = BPF_CORE_READ(t, real_parent);
+	}
+	return 0;
+}
+
 /* allowed says whether the current process may open a guarded node. */
 static __always_inline int allowed(__u32 tgid, __u32 uid) {
 	struct member *m;
@@ -116,6 +211,8 @@ static __always_inline int allowed(__u32 tgid, __u32 uid) {
 		return 1;
 	cg = bpf_get_current_cgroup_id();
 	if (bpf_map_lookup_elem(&cgroups, &cg))
+		return 1;
+	if (below_holder())
 		return 1;
 #pragma unroll
 	for (__u32 i = 0; i < LINEAGE_SLOTS; i++) {

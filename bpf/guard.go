@@ -4,7 +4,7 @@
 // filling its maps, and reading its denials.
 package bpf
 
-//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -mcpu=v3" -type dev_key -type denial guard guard.bpf.c -- -I/usr/include/x86_64-linux-gnu -I/usr/include/aarch64-linux-gnu
+//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -mcpu=v3" -type dev_key -type denial -type exe_key guard guard.bpf.c -- -I/usr/include/x86_64-linux-gnu -I/usr/include/aarch64-linux-gnu
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 )
 
 // Device types of a guarded node, as the kernel's device filter names them.
@@ -88,6 +89,51 @@ func (g *DeviceGuard) SetDevices(devs []Dev) error {
 
 // SetTGIDs makes tgids the processes allowed by pid.
 func (g *DeviceGuard) SetTGIDs(tgids map[uint32]bool) error { return syncSet(g.objs.Tgids, tgids) }
+
+// SetHolders makes holders (tgid -> start time in clock ticks, as
+// /proc/PID/stat field 22) the holders' processes: they and every process
+// below them are allowed.
+func (g *DeviceGuard) SetHolders(holders map[uint32]uint64) error {
+	var k uint32
+	var v uint64
+	var stale []uint32
+	it := g.objs.Holders.Iterate()
+	for it.Next(&k, &v) {
+		if _, ok := holders[k]; !ok {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, s := range stale {
+		if err := g.objs.Holders.Delete(s); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	for k, v := range holders {
+		if err := g.objs.Holders.Put(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetLaunchers names the gpu-hold executables (by path): every process
+// below one that runs one of them is allowed.
+func (g *DeviceGuard) SetLaunchers(paths []string) error {
+	want := map[guardExeKey]bool{}
+	for _, p := range paths {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return fmt.Errorf("the gpu-hold executable %s: %w", p, err)
+		}
+		// The kernel's own dev_t encoding: 12 bits of major above 20 of minor.
+		kdev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
+		want[guardExeKey{Ino: st.Ino, Dev: kdev}] = true
+	}
+	return syncSet(g.objs.Launchers, want)
+}
 
 // SetUIDs makes uids the users allowed.
 func (g *DeviceGuard) SetUIDs(uids map[uint32]bool) error { return syncSet(g.objs.Uids, uids) }

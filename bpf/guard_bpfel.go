@@ -30,6 +30,13 @@ type guardDevKey struct {
 	Minor uint32
 }
 
+type guardExeKey struct {
+	_   structs.HostLayout
+	Ino uint64
+	Dev uint32
+	Pad uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -37,6 +44,8 @@ const (
 	guardMapCgroups      = "cgroups"
 	guardMapDenials      = "denials"
 	guardMapGuarded      = "guarded"
+	guardMapHolders      = "holders"
+	guardMapLaunchers    = "launchers"
 	guardMapLineage      = "lineage"
 	guardMapTgids        = "tgids"
 	guardMapUids         = "uids"
@@ -93,12 +102,14 @@ type guardProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardMapSpecs struct {
-	Cgroups *ebpf.MapSpec `ebpf:"cgroups"`
-	Denials *ebpf.MapSpec `ebpf:"denials"`
-	Guarded *ebpf.MapSpec `ebpf:"guarded"`
-	Lineage *ebpf.MapSpec `ebpf:"lineage"`
-	Tgids   *ebpf.MapSpec `ebpf:"tgids"`
-	Uids    *ebpf.MapSpec `ebpf:"uids"`
+	Cgroups   *ebpf.MapSpec `ebpf:"cgroups"`
+	Denials   *ebpf.MapSpec `ebpf:"denials"`
+	Guarded   *ebpf.MapSpec `ebpf:"guarded"`
+	Holders   *ebpf.MapSpec `ebpf:"holders"`
+	Launchers *ebpf.MapSpec `ebpf:"launchers"`
+	Lineage   *ebpf.MapSpec `ebpf:"lineage"`
+	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
+	Uids      *ebpf.MapSpec `ebpf:"uids"`
 }
 
 // guardVariableSpecs contains global variables before they are loaded into the kernel.
@@ -128,12 +139,14 @@ func (o *guardObjects) Close() error {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardMaps struct {
-	Cgroups *ebpf.Map `ebpf:"cgroups"`
-	Denials *ebpf.Map `ebpf:"denials"`
-	Guarded *ebpf.Map `ebpf:"guarded"`
-	Lineage *ebpf.Map `ebpf:"lineage"`
-	Tgids   *ebpf.Map `ebpf:"tgids"`
-	Uids    *ebpf.Map `ebpf:"uids"`
+	Cgroups   *ebpf.Map `ebpf:"cgroups"`
+	Denials   *ebpf.Map `ebpf:"denials"`
+	Guarded   *ebpf.Map `ebpf:"guarded"`
+	Holders   *ebpf.Map `ebpf:"holders"`
+	Launchers *ebpf.Map `ebpf:"launchers"`
+	Lineage   *ebpf.Map `ebpf:"lineage"`
+	Tgids     *ebpf.Map `ebpf:"tgids"`
+	Uids      *ebpf.Map `ebpf:"uids"`
 }
 
 func (m *guardMaps) Close() error {
@@ -141,6 +154,8 @@ func (m *guardMaps) Close() error {
 		m.Cgroups,
 		m.Denials,
 		m.Guarded,
+		m.Holders,
+		m.Launchers,
 		m.Lineage,
 		m.Tgids,
 		m.Uids,

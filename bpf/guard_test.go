@@ -9,6 +9,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // fakeChar makes a character node with a free major; it returns its path,
@@ -161,5 +163,61 @@ sleep 300`)
 	}
 	if e := openErr(node); e != unix.EPERM {
 		t.Errorf("open by the test (not a member): %v, want EPERM", e)
+	}
+}
+
+// A process below a holder (here the test: its child's child) opens the
+// guarded node from its first instruction; a holder entry whose start
+// time is not the process's (a reused pid) lets nothing through; a
+// process below one running a launcher executable is let through.
+func TestDeviceGuardHolders(t *testing.T) {
+	testenv.NeedRoot(t, "attaching a device filter to the cgroup root")
+	mnt := cgroup.Mount()
+	if mnt == "" {
+		testenv.Need(t, "no cgroup v2 mount")
+	}
+	node, major, minor := fakeChar(t)
+	g, err := LoadDeviceGuard(mnt)
+	testenv.NeedBPF(t, err)
+	defer g.Close()
+	if err := g.SetDevices([]Dev{{DevChar, major, minor}}); err != nil {
+		t.Fatal(err)
+	}
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild := func() string {
+		out, _ := exec.Command("bash", "-c", `bash -c 'exec 3<"$0"' "$0" 2>&1; true`, node).CombinedOutput()
+		return string(out)
+	}
+	if err := g.SetHolders(map[uint32]uint64{uint32(self.PID): self.Start + 1}); err != nil {
+		t.Fatal(err)
+	}
+	if out := grandchild(); !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("below a holder entry with another start time: %q, want EPERM", out)
+	}
+	if err := g.SetHolders(map[uint32]uint64{uint32(self.PID): self.Start}); err != nil {
+		t.Fatal(err)
+	}
+	if out := grandchild(); !strings.Contains(out, "No such device or address") {
+		t.Errorf("below a holder: %q, want ENXIO (let through)", out)
+	}
+	// Below a process running a launcher executable (here bash, the
+	// grandchild's parent): let through without any holder entry.
+	g.SetHolders(nil)
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetLaunchers([]string{bash}); err != nil {
+		t.Fatal(err)
+	}
+	if out := grandchild(); !strings.Contains(out, "No such device or address") {
+		t.Errorf("below a launcher: %q, want ENXIO (let through)", out)
+	}
+	g.SetLaunchers(nil)
+	if out := grandchild(); !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("with no holder and no launcher: %q, want EPERM", out)
 	}
 }

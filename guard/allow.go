@@ -122,3 +122,45 @@ func exeOf(id proc.Ident) string {
 	}
 	return exe
 }
+
+// uidOnly is the uids the list allows whatever the executable (for the
+// device filter, which tells a process's uid at open).
+func (a *AllowList) uidOnly() map[uint32]bool {
+	out := map[uint32]bool{}
+	if a == nil {
+		return out
+	}
+	for _, e := range a.Allow {
+		if e.Exe == "" && e.UID != nil && *e.UID >= 0 {
+			out[uint32(*e.UID)] = true
+		}
+	}
+	return out
+}
+
+// hasExe reports whether some entry names an executable.
+func (a *AllowList) hasExe() bool {
+	if a == nil {
+		return false
+	}
+	for _, e := range a.Allow {
+		if e.Exe != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// allowsExe is allows, for the entries that name an executable only.
+func (a *AllowList) allowsExe(id proc.Ident, uid int) bool {
+	if !a.hasExe() {
+		return false
+	}
+	exe := exeOf(id)
+	for _, e := range a.Allow {
+		if e.Exe != "" && e.Exe == exe && (e.UID == nil || *e.UID == uid) {
+			return true
+		}
+	}
+	return false
+}

@@ -38,6 +38,7 @@ type Options struct {
 	AuditPath  string        // JSONL audit of every action ("": no audit; required with Enforce)
 	MetricsDir string        // the textfile (gpu_hold_guard.prom) goes here ("": none)
 	Once       bool          // one scan, then return
+	DenyAtOpen bool          // attach the device filter (kernel.go)
 	Log        zerolog.Logger
 }
 
@@ -54,6 +55,7 @@ type Guard struct {
 	stats     stats
 	ending    sync.WaitGroup
 	self      proc.Ident
+	kern      *kernel // the device filter, with DenyAtOpen
 }
 
 // key names one intruder on one resource.
@@ -142,6 +144,11 @@ func watched(o Options) ([]device.Resource, error) {
 // for the ends under way.
 func (g *Guard) Run(ctx context.Context) error {
 	defer g.close()
+	if g.o.DenyAtOpen {
+		if err := g.openKernel(ctx); err != nil {
+			return err
+		}
+	}
 	names := make([]string, len(g.res))
 	for i, r := range g.res {
 		names[i] = r.Name
@@ -165,6 +172,7 @@ func (g *Guard) Run(ctx context.Context) error {
 
 func (g *Guard) close() {
 	g.ending.Wait()
+	g.closeKernel()
 	for _, q := range g.queues {
 		if c, ok := q.(interface{ Close() error }); ok {
 			c.Close()
@@ -184,6 +192,9 @@ func (g *Guard) scan(ctx context.Context) {
 		g.scanResource(ctx, r, start, seen)
 	}
 	g.forget(seen, start)
+	if g.kern != nil {
+		g.refreshKernel()
+	}
 	g.mu.Lock()
 	g.stats.scans++
 	g.stats.lastScan, g.stats.scanTook = start, time.Since(start)

@@ -24,6 +24,7 @@ import (
 // lineage is a resource's current token holder, as far as it is verified.
 type lineage struct {
 	holder proc.Ident // zero: nobody holds the token
+	holdID string     // the holder's hold id (its pin and cgroup are named by it)
 	cgroup string     // the hold's cgroup, relative to the cgroup2 mount ("": none)
 }
 
@@ -51,7 +52,7 @@ func (g *Guard) lineageOf(resource string) *lineage {
 	if !proc.Alive(st.Holder.Holder) {
 		return &lineage{}
 	}
-	return &lineage{holder: st.Holder.Holder, cgroup: holdCgroup(st.Holder.Holder, st.Holder.HoldID)}
+	return &lineage{holder: st.Holder.Holder, holdID: st.Holder.HoldID, cgroup: holdCgroup(st.Holder.Holder, st.Holder.HoldID)}
 }
 
 // queue opens (once) resource's queue, read-only.

@@ -49,6 +49,7 @@ identity (pid, start time) was checked, and judged again before each signal. Run
 	f.StringVar(&o.AuditPath, "audit", "", "append a JSON line per process found and per action on it to this file")
 	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write the textfile "+guard.TextfileName+" here after every scan")
 	f.BoolVar(&o.Once, "once", false, "scan once and exit")
+	f.BoolVar(&o.DenyAtOpen, "deny-at-open", false, "also refuse, in the kernel (eBPF on the cgroup v2 root), every open of a guarded node by a process outside the holders' lineage and the allow-list; detached when the guard exits")
 	return cmd
 }
 
