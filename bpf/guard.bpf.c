@@ -171,6 +171,26 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } denials SEC(".maps");
 
+/* REPORT_NS: a process refused again and again is streamed once in this
+ * long (a retry loop must not wake the guard at every open); every refusal
+ * is counted in refused. reported is an LRU: forgetting a process only
+ * streams it once more. */
+#define REPORT_NS 1000000000ULL
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} reported SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} refused SEC(".maps");
+
 /* below_holder says whether the current task is a holder or descends from one. */
 static __always_inline int below_holder(void) {
 	struct task_struct___guard *t = (void *)bpf_get_current_task();
@@ -231,7 +251,8 @@ SEC("cgroup/dev")
 int guard_dev(struct bpf_cgroup_dev_ctx *ctx) {
 	struct dev_key k = {};
 	struct denial *d;
-	__u32 tgid, uid;
+	__u64 *count, *last, now;
+	__u32 tgid, uid, zero = 0;
 
 	k.type = ctx->access_type & 0xFFFF;
 	k.major = ctx->major;
@@ -242,6 +263,14 @@ int guard_dev(struct bpf_cgroup_dev_ctx *ctx) {
 	uid = (__u32)bpf_get_current_uid_gid();
 	if (allowed(tgid, uid))
 		return 1;
+	count = bpf_map_lookup_elem(&refused, &zero);
+	if (count)
+		*count += 1;
+	now = bpf_ktime_get_ns();
+	last = bpf_map_lookup_elem(&reported, &tgid);
+	if (last && now - *last < REPORT_NS)
+		return 0;
+	bpf_map_update_elem(&reported, &tgid, &now, BPF_ANY);
 	d = bpf_ringbuf_reserve(&denials, sizeof(*d), 0);
 	if (d) {
 		d->tgid = tgid;

@@ -7,7 +7,6 @@ package bpf
 //go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -mcpu=v3" -type dev_key -type denial -type exe_key guard guard.bpf.c -- -I/usr/include/x86_64-linux-gnu -I/usr/include/aarch64-linux-gnu
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -41,6 +40,7 @@ type DeviceGuard struct {
 	objs guardObjects
 	lnk  link.Link
 	rd   *ringbuf.Reader
+	rec  ringbuf.Record
 }
 
 // LoadDeviceGuard loads the filter and attaches it to the cgroup v2
@@ -172,19 +172,34 @@ func (g *DeviceGuard) SetLineage(slot int, holdID string) error {
 }
 
 // ReadDenial waits for the next denial; it fails once Close was called.
+// It is not safe for concurrent use (one reader, one record buffer).
 func (g *DeviceGuard) ReadDenial() (Denial, error) {
-	rec, err := g.rd.Read()
-	if err != nil {
+	if err := g.rd.ReadInto(&g.rec); err != nil {
 		if errors.Is(err, os.ErrClosed) {
 			return Denial{}, err
 		}
 		return Denial{}, fmt.Errorf("reading a denial: %w", err)
 	}
-	var d guardDenial
-	if err := binary.Read(bytes.NewReader(rec.RawSample), binary.LittleEndian, &d); err != nil {
-		return Denial{}, fmt.Errorf("decoding a denial: %w", err)
+	b := g.rec.RawSample
+	if len(b) < 24 {
+		return Denial{}, fmt.Errorf("a denial of %d bytes, want 24", len(b))
 	}
-	return Denial{TGID: d.Tgid, UID: d.Uid, Dev: Dev{d.Type, d.Major, d.Minor}, Access: d.Access}, nil
+	u := func(i int) uint32 { return binary.LittleEndian.Uint32(b[4*i:]) }
+	return Denial{TGID: u(0), UID: u(1), Dev: Dev{u(2), u(3), u(4)}, Access: u(5)}, nil
+}
+
+// Refused is how many opens the filter refused since it was loaded (each
+// process is streamed to ReadDenial at most once a second).
+func (g *DeviceGuard) Refused() (uint64, error) {
+	var per []uint64
+	if err := g.objs.Refused.Lookup(uint32(0), &per); err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
 }
 
 // syncSet makes the keys of hash map m exactly want (value 1).

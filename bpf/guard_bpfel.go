@@ -47,6 +47,8 @@ const (
 	guardMapHolders      = "holders"
 	guardMapLaunchers    = "launchers"
 	guardMapLineage      = "lineage"
+	guardMapRefused      = "refused"
+	guardMapReported     = "reported"
 	guardMapTgids        = "tgids"
 	guardMapUids         = "uids"
 	guardProgGuardDev    = "guard_dev"
@@ -108,6 +110,8 @@ type guardMapSpecs struct {
 	Holders   *ebpf.MapSpec `ebpf:"holders"`
 	Launchers *ebpf.MapSpec `ebpf:"launchers"`
 	Lineage   *ebpf.MapSpec `ebpf:"lineage"`
+	Refused   *ebpf.MapSpec `ebpf:"refused"`
+	Reported  *ebpf.MapSpec `ebpf:"reported"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
 	Uids      *ebpf.MapSpec `ebpf:"uids"`
 }
@@ -145,6 +149,8 @@ type guardMaps struct {
 	Holders   *ebpf.Map `ebpf:"holders"`
 	Launchers *ebpf.Map `ebpf:"launchers"`
 	Lineage   *ebpf.Map `ebpf:"lineage"`
+	Refused   *ebpf.Map `ebpf:"refused"`
+	Reported  *ebpf.Map `ebpf:"reported"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
 	Uids      *ebpf.Map `ebpf:"uids"`
 }
@@ -157,6 +163,8 @@ func (m *guardMaps) Close() error {
 		m.Holders,
 		m.Launchers,
 		m.Lineage,
+		m.Refused,
+		m.Reported,
 		m.Tgids,
 		m.Uids,
 	)

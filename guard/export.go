@@ -92,13 +92,11 @@ func (g *Guard) families() []*dto.MetricFamily {
 	for _, k := range sortedPairs(g.stats.ended) {
 		ended.Metric = append(ended.Metric, counter(g.stats.ended[k], "resource", k[0], "signal", k[1]))
 	}
-	denied := family("gpu_hold_guard_denied_opens_total", "Opens of the resource's device the filter refused (--deny-at-open).", dto.MetricType_COUNTER)
+	denied := family("gpu_hold_guard_denied_opens_total", "Opens of a guarded device the filter refused (--deny-at-open), all resources.", dto.MetricType_COUNTER)
 	if g.kern != nil {
-		g.kern.mu.Lock()
-		for _, r := range g.res {
-			denied.Metric = append(denied.Metric, counter(g.kern.denied[r.Name], "resource", r.Name))
+		if n, err := g.kern.dg.Refused(); err == nil {
+			denied.Metric = append(denied.Metric, counter(float64(n)))
 		}
-		g.kern.mu.Unlock()
 	}
 	return []*dto.MetricFamily{scans, took, last, count, allowed, held, mem, untok, ended, denied}
 }

@@ -9,7 +9,8 @@
 // in step with the queue: after every scan, and at once when a resource's
 // queue directory changes (inotify), then every fastRefresh for fastFor,
 // while a new holder's pin and cgroup appear.
-// Each refusal is logged (once per process per minute), audited, counted.
+// Refusals are counted in the kernel; each refused process is streamed to
+// the guard at most once a second, and logged and audited once a minute.
 // The filter goes with the guard's process (a BPF link): fail-open.
 package guard
 
@@ -46,8 +47,7 @@ type kernel struct {
 	mu      sync.Mutex // refresh
 	nodes   map[bpf.Dev]nodeOf
 	logged  map[uint32]time.Time
-	denied  map[string]float64 // resource -> refused opens
-	in      int                // inotify on the resource dirs; -1: none
+	in      int // inotify on the resource dirs; -1: none
 	watched map[string]bool
 	holders map[uint32]uint64 // the last set, for the log
 	// launchers is the gpu-hold executable (the guard's own): a hold's
@@ -69,7 +69,7 @@ func (g *Guard) openKernel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--deny-at-open: %v (run as root on a kernel with BPF; or drop --deny-at-open)", err)
 	}
-	k := &kernel{dg: dg, mount: mnt, nodes: map[bpf.Dev]nodeOf{}, logged: map[uint32]time.Time{}, denied: map[string]float64{}, watched: map[string]bool{}}
+	k := &kernel{dg: dg, mount: mnt, nodes: map[bpf.Dev]nodeOf{}, logged: map[uint32]time.Time{}, watched: map[string]bool{}}
 	k.in, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		k.in = -1
@@ -254,7 +254,6 @@ func (g *Guard) readDenials() {
 		}
 		k.mu.Lock()
 		node := k.nodes[d.Dev]
-		k.denied[node.resource]++
 		quiet := time.Since(k.logged[d.TGID]) < denialQuiet
 		if !quiet {
 			k.logged[d.TGID] = time.Now()
