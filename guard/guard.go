@@ -210,6 +210,9 @@ func (g *Guard) scanResource(ctx context.Context, r device.Resource, now time.Ti
 		return
 	}
 	if len(holders) == 0 {
+		g.mu.Lock()
+		g.stats.allowed[r.Name] = 0
+		g.mu.Unlock()
 		return
 	}
 	ln := g.lineageNow(r.Name)

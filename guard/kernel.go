@@ -49,7 +49,9 @@ type kernel struct {
 	logged  map[uint32]time.Time
 	in      int // inotify on the resource dirs; -1: none
 	watched map[string]bool
-	holders map[uint32]uint64 // the last set, for the log
+	holders map[uint32]uint64  // the last set, for the log
+	stop    context.CancelFunc // ends followQueues
+	done    chan struct{}      // closed when followQueues returned
 	// launchers is the gpu-hold executable (the guard's own): a hold's
 	// payload is let through from its start, before the guard saw the hold.
 	launchers []string
@@ -84,8 +86,10 @@ func (g *Guard) openKernel(ctx context.Context) error {
 		unix.InotifyAddWatch(k.in, g.o.Dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_ONLYDIR)
 	}
 	g.refreshKernel()
+	kctx, stop := context.WithCancel(ctx)
+	k.stop, k.done = stop, make(chan struct{})
 	go g.readDenials()
-	go g.followQueues(ctx)
+	go g.followQueues(kctx)
 	g.o.Log.Info().Str("cgroup_root", mnt).Msg("device filter attached: guarded nodes open only for the token holders' lineage and the allow-list (detached when the guard exits)")
 	return nil
 }
@@ -95,6 +99,8 @@ func (g *Guard) closeKernel() {
 	if g.kern == nil {
 		return
 	}
+	g.kern.stop()
+	<-g.kern.done
 	g.kern.dg.Close()
 	if g.kern.in >= 0 {
 		unix.Close(g.kern.in)
@@ -217,6 +223,7 @@ func (g *Guard) watchQueue(resource string) {
 // after it took the token, before its payload starts.
 func (g *Guard) followQueues(ctx context.Context) {
 	k := g.kern
+	defer close(k.done)
 	if k.in < 0 {
 		return
 	}
