@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,6 +20,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // GuardCost is one guard mode's cost.
@@ -32,6 +36,8 @@ type GuardCost struct {
 	CPUS        float64 `json:"cpu_s"`          // the guard's user+sys over the window
 	CPUPerHourS float64 `json:"cpu_s_per_hour"` // extrapolated
 	CorePct     float64 `json:"core_pct"`
+	Scans       float64 `json:"scans"`        // scans the guard made in all (its metrics)
+	LastScanMS  float64 `json:"last_scan_ms"` // how long its last scan took
 }
 
 // guardOpenRate is the busy host's opens per second.
@@ -66,7 +72,11 @@ func (b *bench) guardSection() error {
 // guardCost runs one guard for window and measures it.
 func (b *bench) guardCost(qdir, node, mode string, rate int, window time.Duration) (GuardCost, error) {
 	period := 2 * time.Second
-	args := []string{b.bin, "--dir", qdir, "--log-format", "json", "guard", "-r", "fake", "--period", period.String()}
+	mdir := b.path("guard-metrics")
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
+		return GuardCost{}, err
+	}
+	args := []string{b.bin, "--dir", qdir, "--log-format", "json", "guard", "-r", "fake", "--period", period.String(), "--metrics-dir", mdir}
 	if mode == "deny-at-open" {
 		args = append(args, "--deny-at-open")
 	}
@@ -99,8 +109,31 @@ func (b *bench) guardCost(qdir, node, mode string, rate int, window time.Duratio
 		opened, _ = strconv.Atoi(strings.TrimSpace(string(data)))
 	}
 	cpu := c1 - c0
+	scans, last := guardScans(mdir)
 	return GuardCost{Mode: mode, OpensPerSec: rate, Opened: opened, Processes: countProcs(), PeriodS: period.Seconds(), WindowS: el.Seconds(),
-		CPUS: cpu, CPUPerHourS: cpu / el.Seconds() * 3600, CorePct: 100 * cpu / el.Seconds()}, nil
+		CPUS: cpu, CPUPerHourS: cpu / el.Seconds() * 3600, CorePct: 100 * cpu / el.Seconds(), Scans: scans, LastScanMS: last * 1000}, nil
+}
+
+// guardScans reads the guard's scan count and last scan's duration (s)
+// from its textfile.
+func guardScans(mdir string) (scans, last float64) {
+	data, err := os.ReadFile(filepath.Join(mdir, "gpu_hold_guard.prom"))
+	if err != nil {
+		return nan, nan
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		return nan, nan
+	}
+	scans, last = nan, nan
+	if f := fams["gpu_hold_guard_scans_total"]; f != nil && len(f.Metric) > 0 {
+		scans = f.Metric[0].GetCounter().GetValue()
+	}
+	if f := fams["gpu_hold_guard_scan_seconds"]; f != nil && len(f.Metric) > 0 {
+		last = f.Metric[0].GetGauge().GetValue()
+	}
+	return scans, last
 }
 
 // fakeNode makes a character node with a major no driver has (and a
