@@ -30,7 +30,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	filter := h.fence()
 	defer filter.Close()
 	baseline := h.deviceBaseline()
-	if h.signalledBeforeStart(sigc) {
+	if h.signalledBeforeStart(sigc) || h.yieldedBeforeStart() {
 		return h.res, nil
 	}
 	p, err := h.start(tr)
@@ -157,7 +157,8 @@ func (h *holdRun) launchFailed(err error) error {
 }
 
 // awaitEnd waits for what ends the hold: the payload's own exit, the max
-// hold, a signal, or the memory floor, and sets the result by it.
+// hold, a signal, the memory floor, or (a yielding hold) a ticket that does
+// not yield, and sets the result by it.
 func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal) {
 	o, log := &h.o, h.o.Log
 	var deadline <-chan time.Time
@@ -184,6 +185,8 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 		sig := s.(syscall.Signal)
 		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
 		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
+	case <-h.contended:
+		h.yielded("a ticket that does not yield queued; yielding: ending the payload")
 	case low := <-memLow:
 		h.res.Code, h.res.Cause = ExitMemFloor, record.CauseMemFloor
 		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")

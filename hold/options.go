@@ -37,6 +37,9 @@ type Options struct {
 	MemFloor      uint64        // bytes; 0 = none
 	MetricsDir    string
 
+	Yield   bool // give the token up to any ticket that does not yield (yield.go)
+	Restart bool // with Yield: queue again after each end (keeper.go)
+
 	Log    zerolog.Logger
 	Stdout io.Writer // payload stdout (nil: os.Stdout)
 	Stderr io.Writer // payload stderr (nil: os.Stderr)
@@ -68,6 +71,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Count < 0 {
 		return fmt.Errorf("--count must be at least 1 (got %d)", o.Count)
+	}
+	if o.Restart && !o.Yield {
+		return errors.New("--restart is for serve keepers: use it with --yield (a loop in the shell restarts any other command)")
 	}
 	if _, err := device.ParsePolicy(string(o.DeviceHolders)); err != nil {
 		return err

@@ -100,6 +100,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return h.res, err
 	}
 	granted := h.granted
+	h.contended = h.contendedOf(grant)
 	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, record.CauseError
@@ -151,6 +152,8 @@ type holdRun struct {
 	cg *cgroup.Cgroup
 	// pool is the pool side of the hold (pool.go).
 	pool poolHold
+	// contended is closed when a yielding hold must give way (yield.go).
+	contended <-chan struct{}
 }
 
 // acquire takes a ticket, waits for the token (event-driven) and ends the
@@ -168,7 +171,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	h.res.Record = recordPath(o, h.id)
 	w, err := h.enqueue(queue.Ticket{
 		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
-		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record,
+		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield,
 	})
 	if err != nil {
 		return nil, &Error{Code: ExitUsage, Err: err}

@@ -38,6 +38,9 @@ type Ticket struct {
 	Bound   time.Duration `json:"bound_ns,omitempty"`
 	Devices []int         `json:"devices,omitempty"`
 	PoolSeq uint64        `json:"pool_seq,omitempty"`
+	// Yield: the ticket gives way to every other ticket (yield.go). It
+	// changes only this ticket's own treatment.
+	Yield bool `json:"yield,omitempty"`
 }
 
 // Queue is one resource's queue. The directory backend is the first; a
@@ -86,6 +89,13 @@ type Grant interface {
 	Unreaped() ([]Ticket, error)
 	// Release gives the token to the next ticket and removes ours.
 	Release() error
+}
+
+// Contender is the optional interface of a Grant of a yielding ticket:
+// Contended is closed once a ticket that does not yield waits for the
+// token (nil for a ticket that does not yield: it never fires).
+type Contender interface {
+	Contended() <-chan struct{}
 }
 
 // Position is what a waiter knows about its place.

@@ -106,6 +106,7 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdReap(g),
 		newCmdShow(g),
 		newCmdDoctor(g),
+		newCmdGuard(g),
 	)
 	return root
 }
