@@ -27,6 +27,7 @@ import (
 func qCmd(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--dir", dir, "--log-format", "json"}, args...)...)
+	cmd.Env = append(os.Environ(), queueEnv(dir)...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	t0 := time.Now()
@@ -178,8 +179,7 @@ func qEntered(log string) []string {
 // qStress runs n holds at once; with kill, it SIGKILLs the gpu-hold of the
 // payloads that are kill-th to enter, while they are inside, and checks
 // everything the stress test promises.
-func qStress(t *testing.T, n int, kill map[int]bool) {
-	dir := t.TempDir()
+func qStress(t *testing.T, dir string, n int, kill map[int]bool) {
 	scratch := t.TempDir()
 	log := filepath.Join(scratch, "inside.log")
 	mark := newMark(t)
@@ -302,14 +302,17 @@ func qStress(t *testing.T, n int, kill map[int]bool) {
 	}
 }
 
-func TestQueueStress24(t *testing.T) { qStress(t, 24, nil) }
-
-func TestQueueStressKilledHolders(t *testing.T) {
-	qStress(t, 24, map[int]bool{3: true, 9: true, 15: true})
+func TestQueueStress24(t *testing.T) {
+	forQueues(t, func(t *testing.T, dir string) { qStress(t, dir, 24, nil) })
 }
 
-func TestQueueWaitAllowance(t *testing.T) {
-	dir := t.TempDir()
+func TestQueueStressKilledHolders(t *testing.T) {
+	forQueues(t, func(t *testing.T, dir string) { qStress(t, dir, 24, map[int]bool{3: true, 9: true, 15: true}) })
+}
+
+func TestQueueWaitAllowance(t *testing.T) { forQueues(t, queueWaitAllowance) }
+
+func queueWaitAllowance(t *testing.T, dir string) {
 	mark := newMark(t)
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "30").Start()
 	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
@@ -332,8 +335,9 @@ func TestQueueWaitAllowance(t *testing.T) {
 	a.Wait(30 * time.Second)
 }
 
-func TestQueueCancelWhileWaiting(t *testing.T) {
-	dir := t.TempDir()
+func TestQueueCancelWhileWaiting(t *testing.T) { forQueues(t, queueCancelWhileWaiting) }
+
+func queueCancelWhileWaiting(t *testing.T, dir string) {
 	mark := newMark(t)
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "30").Start()
 	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))

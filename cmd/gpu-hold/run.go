@@ -66,6 +66,7 @@ still holds the device, writes a record, and only then releases the token.`,
 	durationVarP(f, &o.DeviceWait, "device-wait", "", 30*time.Second, "with --device-holders=wait, how long to wait for them to let go")
 	f.StringVar(&opts.memFloor, "mem-floor", "", "end the hold (exit 72) when available memory falls below this (e.g. 8G); default $GPU_HOLD_MEM_ABORT_GIB GiB")
 	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write node_exporter textfile metrics for the resource here")
+	addLostGraceFlag(f, o)
 	return cmd
 }
 
@@ -91,6 +92,9 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		return usageErr("%v", err)
 	}
 	o.MemFloor = floor
+	if o.Etcd, err = g.etcdConfig(); err != nil {
+		return err
+	}
 	if err := o.Validate(); err != nil {
 		return usageErr("%v", err)
 	}

@@ -89,7 +89,9 @@ func Start(t testing.TB, env ...string) *Server {
 }
 
 // URL is the --queue URL for prefix.
-func (s *Server) URL(prefix string) string { return "etcd://" + s.Endpoint + "/" + strings.TrimPrefix(prefix, "/") }
+func (s *Server) URL(prefix string) string {
+	return "etcd://" + s.Endpoint + "/" + strings.TrimPrefix(prefix, "/")
+}
 
 // Restart starts the server again (same data, same ports) and waits until
 // it serves.

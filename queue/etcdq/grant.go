@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -24,6 +25,7 @@ type grant struct {
 	rev      int64   // the ticket's create revision: the fencing token
 	lostc    chan queue.LostInfo
 	lostOnce sync.Once
+	lost     atomic.Bool
 	stop     chan struct{}
 
 	mu       sync.Mutex
@@ -73,7 +75,10 @@ func (g *grant) Lost() <-chan queue.LostInfo {
 }
 
 func (g *grant) lose(reason string) {
-	g.lostOnce.Do(func() { g.lostc <- queue.LostInfo{At: time.Now(), Reason: reason} })
+	g.lostOnce.Do(func() {
+		g.lost.Store(true)
+		g.lostc <- queue.LostInfo{At: time.Now(), Reason: reason}
+	})
 }
 
 // watch loses the token when the deadline passes, etcd says the lease is
@@ -230,7 +235,8 @@ func (g *grant) Unreaped() ([]queue.Ticket, error) {
 
 // Release removes the ticket and its held key in one transaction, then
 // revokes the lease. It is idempotent; a detached grant has nothing to
-// release.
+// release. After a loss it tries for one keep-alive interval only: the
+// hold must exit within the TTL, and the lease frees the token anyway.
 func (g *grant) Release() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -239,16 +245,20 @@ func (g *grant) Release() error {
 	}
 	g.released = true
 	close(g.stop)
-	ctx, cancel := g.q.ctx(nil)
+	bound := g.q.cfg.ConnectTimeout
+	if g.lost.Load() {
+		bound = g.w.s.interval
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	_, err := g.q.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(g.w.key), "=", g.rev)).
 		Then(clientv3.OpDelete(g.w.key), clientv3.OpDelete(g.q.heldKey(g.rev))).
 		Else(clientv3.OpDelete(g.q.heldKey(g.rev))).Commit()
-	rerr := g.w.s.close(g.q.cfg.ConnectTimeout)
 	if err != nil {
+		g.w.s.stopKeeping()
 		return fmt.Errorf("cannot release the token in %s (%v): the lease expires within %v and frees it; its held key stays, so the next hold on this host checks that nothing of this one is left", g.q, err, g.w.s.ttl)
 	}
-	if rerr != nil {
+	if rerr := g.w.s.close(bound); rerr != nil {
 		g.q.warn(fmt.Sprintf("token released, but revoking the lease failed (%v): it expires by itself", rerr))
 	}
 	return nil

@@ -113,11 +113,16 @@ func (s *session) nextAck() <-chan struct{} {
 	return s.acked
 }
 
+// stopKeeping ends the keep-alives (the lease then expires by its TTL).
+func (s *session) stopKeeping() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.done
+}
+
 // close stops the keeping and revokes the lease (its keys go with it),
 // bounded by timeout.
 func (s *session) close(timeout time.Duration) error {
-	s.stopOnce.Do(func() { close(s.stop) })
-	<-s.done
+	s.stopKeeping()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_, err := s.cli.Revoke(ctx, s.id)

@@ -68,7 +68,8 @@ func (q *Queue) enqueue(ctx context.Context, t queue.Ticket) (*waiter, error) {
 
 func (w *waiter) Ticket() queue.Ticket { return w.t }
 
-// Cancel removes the ticket by revoking its lease (idempotent).
+// Cancel removes the ticket by revoking its lease (idempotent), trying
+// for one keep-alive interval: an unreachable etcd lets the lease expire.
 func (w *waiter) Cancel() error {
 	w.mu.Lock()
 	if w.done {
@@ -77,7 +78,7 @@ func (w *waiter) Cancel() error {
 	}
 	w.done = true
 	w.mu.Unlock()
-	return w.s.close(w.q.cfg.ConnectTimeout)
+	return w.s.close(w.s.interval)
 }
 
 // Wait blocks until fewer than the budget are ahead of the ticket, then
