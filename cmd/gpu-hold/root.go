@@ -18,9 +18,9 @@ import (
 
 // globalOpts are the flags every subcommand takes.
 type globalOpts struct {
-	Dir       string // --dir; resolved by hold.ResolveDir when empty
-	Resource  string // -r/--resource
-	LogFormat string // --log-format auto|console|json
+	Dir       string    // --dir; resolved by hold.ResolveDir when empty
+	Resource  string    // -r/--resource
+	LogFormat string    // --log-format auto|console|json
 	Fleet     fleetOpts // --queue and the etcd flags (fleet.go)
 	Log       zerolog.Logger
 }
