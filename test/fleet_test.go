@@ -7,11 +7,19 @@
 package test
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
+	"github.com/gpu-hold/gpu-hold/queue"
 )
 
 // fleetTTL is the lease TTL of the tests' fleet queues, in seconds.
@@ -43,4 +51,176 @@ func forQueues(t *testing.T, f func(t *testing.T, dir string)) {
 		useEtcd(t, dir, etcdtest.Start(t))
 		f(t, dir)
 	})
+}
+
+// qHost is the simulated host of the i-th hold.
+func qHost(i, hosts int) string { return "host" + strconv.Itoa(i%hosts) }
+
+// qHostOf is the simulated host a hold runs with ("" for the real one).
+func qHostOf(h *hold) string {
+	for _, e := range h.Env {
+		if v, ok := strings.CutPrefix(e, "GPU_HOLD_HOSTNAME="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// 24 holds from 3 simulated hosts on one etcd, 3 of them SIGKILLed while
+// they hold: never two live holders' payloads inside, granted in ticket
+// order, each dead holder's lineage ended by the next hold on its own host.
+func TestFleetThreeHosts(t *testing.T) {
+	dir := t.TempDir()
+	useEtcd(t, dir, etcdtest.Start(t))
+	qStressHosts(t, dir, 24, map[int]bool{3: true, 9: true, 15: true}, 3)
+}
+
+// leaseRecord reads the record of the hold labelled label in dir.
+func leaseRecord(t *testing.T, dir, label string) map[string]any {
+	t.Helper()
+	recs, _ := filepath.Glob(filepath.Join(dir, "gpu", "records", "*.jsonl"))
+	for _, r := range recs {
+		b, _ := os.ReadFile(r)
+		var hold map[string]any
+		for _, l := range strings.Split(string(b), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["type"] == "hold" {
+				if h, ok := m["hold"].(map[string]any); ok && h["label"] == label {
+					hold = h
+				}
+			}
+		}
+		if hold != nil {
+			return hold
+		}
+	}
+	t.Fatalf("no record of %s in %s", label, dir)
+	return nil
+}
+
+// requireLeaseLost checks a hold's record says its lease was lost.
+func requireLeaseLost(t *testing.T, dir, label string) {
+	t.Helper()
+	h := leaseRecord(t, dir, label)
+	lease, _ := h["lease"].(map[string]any)
+	if h["cause"] != "lease-lost" || lease == nil || lease["lost"] == nil || lease["fence"] == nil {
+		t.Errorf("record of %s does not say its lease was lost: cause %v, lease %v", label, h["cause"], lease)
+	}
+}
+
+// etcd stopped mid-hold: the holder knows within the TTL, ends its
+// payload and exits 76, and its record says why.
+func TestFleetEtcdStoppedMidHold(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	s := etcdtest.Start(t)
+	useEtcd(t, dir, s)
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--", "sleep", "60").Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	s.Kill()
+	t0 := time.Now()
+	r := a.Wait(60 * time.Second)
+	t.Logf("exited %d, %v after etcd stopped", r.Code, time.Since(t0))
+	if r.Code != 76 {
+		t.Fatalf("exit %d, want 76 (lease lost)\n%s", r.Code, r.Stderr)
+	}
+	if el := time.Since(t0); el > fleetTTL*time.Second+3*time.Second {
+		t.Errorf("exited %v after etcd stopped: not within the TTL (%ds) plus the lost grace", el, fleetTTL)
+	}
+	requireLeaseLost(t, dir, "alpha")
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("payload left running: %v", pids)
+	}
+}
+
+// etcd stopped and restarted while a ticket waits: it keeps its place
+// (its lease outlives the outage) and runs once the holder is done.
+func TestFleetEtcdRestartWhileWaiting(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	s := etcdtest.Start(t)
+	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=15"})
+	t.Cleanup(func() { queueEnvs.Delete(dir) })
+	gofile := filepath.Join(t.TempDir(), "go")
+	log := filepath.Join(t.TempDir(), "inside.log")
+	a := newHold(t, dir, mark, append([]string{"-l", "alpha", "--track", "proc", "--"}, qPayload(log, "alpha", gofile)...)...).Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, qPayload(log, "beta", "")...)...).Start()
+	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	s.Stop()
+	time.Sleep(time.Second)
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(gofile, nil, 0o644)
+	if r := a.Wait(60 * time.Second); r.Code != 0 {
+		t.Errorf("holder exited %d\n%s", r.Code, r.Stderr)
+	}
+	if r := b.Wait(60 * time.Second); r.Code != 0 {
+		t.Fatalf("waiter exited %d after etcd came back\n%s", r.Code, r.Stderr)
+	}
+	if got := qEntered(log); strings.Join(got, " ") != "alpha beta" {
+		t.Errorf("entered %v, want alpha then beta", got)
+	}
+}
+
+// A holder frozen (SIGSTOP) past its TTL: the next holder starts only
+// once the lease can have expired, and the frozen one, thawed, ends its
+// payload at once (exit 76) instead of running on.
+func TestFleetHolderFrozen(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	useEtcd(t, dir, etcdtest.Start(t))
+	scratch := t.TempDir()
+	ticks, log := filepath.Join(scratch, "ticks"), filepath.Join(scratch, "inside.log")
+	a := newHold(t, dir, mark, append([]string{"-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--"},
+		sh(fmt.Sprintf(`while :; do date +%%s%%N >> %q; sleep 0.05; done`, ticks))...)...).Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, qPayload(log, "beta", "")...)...).Start()
+	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	a.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	if r := b.Wait(60 * time.Second); r.Code != 0 {
+		t.Fatalf("next holder exited %d\n%s", r.Code, r.Stderr)
+	}
+	spans, _ := qReadLog(t, log)
+	entered := time.Unix(0, spans["beta"].enter)
+	// The lease was last renewed at most one interval (TTL/3) before the stop.
+	earliest := stopped.Add(fleetTTL*time.Second - fleetTTL*time.Second/3)
+	t.Logf("next holder entered %v after the stop", entered.Sub(stopped))
+	if entered.Before(earliest) {
+		t.Errorf("next holder entered %v after the holder froze: before its lease could have expired", entered.Sub(stopped))
+	}
+	a.Signal(syscall.SIGCONT)
+	thawed := time.Now()
+	r := a.Wait(60 * time.Second)
+	t.Logf("thawed holder exited %d, %v after the thaw", r.Code, time.Since(thawed))
+	if r.Code != 76 {
+		t.Fatalf("thawed holder exited %d, want 76\n%s", r.Code, r.Stderr)
+	}
+	if el := time.Since(thawed); el > 5*time.Second {
+		t.Errorf("thawed holder took %v to end its payload: not at once", el)
+	}
+	requireLeaseLost(t, dir, "alpha")
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("payload left running: %v", pids)
+	}
+}
+
+// etcd unreachable at start: exit 75 within -w with a clear message, the
+// command not run, nothing left.
+func TestFleetUnreachable(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	h := newHold(t, dir, mark, append([]string{"--queue", "etcd://127.0.0.1:1/none", "-w", "2s", "--track", "proc", "--"}, sh("touch "+ran)...)...)
+	r := h.Run(60 * time.Second)
+	if r.Code != 75 || !strings.Contains(r.Stderr, "unreachable") {
+		t.Fatalf("exit %d, want 75 saying etcd is unreachable\n%s", r.Code, r.Stderr)
+	}
+	if r.Elapsed > 10*time.Second {
+		t.Errorf("took %v with -w 2s", r.Elapsed)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran")
+	}
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("left running: %v", pids)
+	}
 }

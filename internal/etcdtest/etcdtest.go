@@ -73,19 +73,36 @@ type Server struct {
 // killed when t ends.
 func Start(t testing.TB, env ...string) *Server {
 	t.Helper()
-	bin, err := Binary()
+	s, err := StartIn(t.TempDir(), env...)
 	if err != nil {
 		t.Fatalf("etcd for the test: %v", err)
 	}
-	s := &Server{bin: bin, data: t.TempDir(), Env: env}
-	cp, pp := freePort(t), freePort(t)
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// StartIn starts a server with its data in dir (for the bench); the
+// caller kills it.
+func StartIn(dir string, env ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, data: dir, Env: env}
+	cp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	pp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	s.Endpoint = "127.0.0.1:" + cp
 	s.client, s.peer = "http://"+s.Endpoint, "http://127.0.0.1:"+pp
 	if err := s.Restart(); err != nil {
-		t.Fatalf("starting etcd: %v", err)
+		return nil, fmt.Errorf("starting etcd: %v", err)
 	}
-	t.Cleanup(s.Kill)
-	return s
+	return s, nil
 }
 
 // URL is the --queue URL for prefix.
@@ -171,13 +188,12 @@ func (s *Server) Kill() {
 }
 
 // freePort is a loopback port nobody listens on (now).
-func freePort(t testing.TB) string {
-	t.Helper()
+func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("no free port: %v", err)
+		return "", fmt.Errorf("no free loopback port: %v", err)
 	}
 	defer l.Close()
 	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
+	return p, nil
 }
