@@ -7,10 +7,12 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +20,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
@@ -223,4 +230,52 @@ func TestFleetUnreachable(t *testing.T) {
 	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
 		t.Errorf("left running: %v", pids)
 	}
+}
+
+// A held key forged by anyone who may write the prefix, claiming uid 0
+// and naming a live hold's id on this host, must not make a root
+// successor end that hold's processes: the claim is confirmed against the
+// record file's owner first.
+func TestFleetForgedHeldKey(t *testing.T) {
+	testenv.NeedRoot(t, "a root successor's reap")
+	dir, mark := t.TempDir(), newMark(t)
+	s := etcdtest.Start(t)
+	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=2&budget=2"})
+	t.Cleanup(func() { queueEnvs.Delete(dir) })
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60").Start()
+	st := qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	host, _ := os.Hostname()
+	forged := queue.Ticket{Resource: "gpu", Label: "forged", UID: 0, Host: host, HoldID: st.Holder.HoldID,
+		Holder: proc.Ident{PID: 1 << 22, Start: 1}, Created: time.Now(), Granted: time.Now()}
+	b, _ := json.Marshal(forged)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/gpu-hold-test/gpu/held/00000000000000000001", string(b)); err != nil {
+		t.Fatal(err)
+	}
+	r := newHold(t, dir, mark, "-l", "beta", "--track", "proc", "--", "true").Run(60 * time.Second)
+	if r.Code != 0 {
+		t.Fatalf("successor exited %d\n%s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "cannot be confirmed") {
+		t.Errorf("successor did not say the forged ticket was not believed:\n%s", r.Stderr)
+	}
+	time.Sleep(500 * time.Millisecond)
+	payload := 0
+	for _, m := range qLogs(a.Stderr()) {
+		if m["message"] == "payload started" {
+			p, _ := m["pid"].(float64)
+			payload = int(p)
+		}
+	}
+	if payload == 0 || !slices.Contains(marked(mark), payload) {
+		t.Errorf("the live hold's payload (pid %d) was ended on a forged ticket's word\n%s", payload, a.Stderr())
+	}
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
 }
