@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 	"github.com/gpu-hold/gpu-hold/record"
@@ -49,6 +51,16 @@ func (h *holdRun) openQueue() (queue.Queue, error) {
 	cfg := *o.Etcd
 	cfg.Host = TicketHost()
 	return etcdq.Open(cfg, o.Resource, warn)
+}
+
+// openReapQueue opens res's queue for a reap: etcd when o.Etcd is set.
+func openReapQueue(o ReapOptions, res string) (queue.Queue, error) {
+	if o.Etcd == nil {
+		return queue.OpenDir(o.Dir, res, queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }})
+	}
+	cfg := *o.Etcd
+	cfg.Host = TicketHost()
+	return etcdq.Open(cfg, res, func(msg string) { o.Log.Warn().Msg(msg) })
 }
 
 // enqueue takes the ticket; etcd's first contact is bounded by -w too.
@@ -143,7 +155,9 @@ func (h *holdRun) grace() time.Duration {
 // ticket's fields are anyone's claim (whoever may write the prefix), so
 // its record must be a file of that uid, only its, naming the same hold
 // and holder; otherwise nothing is ended on its word.
-func (h *holdRun) confirmDead(d queue.Ticket) bool {
+func (h *holdRun) confirmDead(d queue.Ticket) bool { return confirmDead(d, h.o.Log) }
+
+func confirmDead(d queue.Ticket, log zerolog.Logger) bool {
 	why := "its ticket names no record"
 	if d.Record != "" {
 		rec, err := record.ReadRecord(d.Record)
@@ -158,7 +172,7 @@ func (h *holdRun) confirmDead(d queue.Ticket) bool {
 			return true
 		}
 	}
-	h.o.Log.Error().Uint64("dead_ticket", d.Seq).Int("dead_uid", d.UID).Str("record", d.Record).
+	log.Error().Uint64("dead_ticket", d.Seq).Int("dead_uid", d.UID).Str("record", d.Record).
 		Msgf("the etcd ticket of dead holder %s cannot be confirmed on this host (%s): ending nothing on its word and clearing it", d.Describe(), why)
 	return false
 }

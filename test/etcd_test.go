@@ -1,4 +1,4 @@
-// fleet_test.go owns the tests of the fleet queue on etcd against the
+// etcd_test.go owns the tests of the fleet queue on etcd against the
 // real binary and a real etcd (internal/etcdserver, a process of its own):
 // the table that runs the queue tests on both backends, holds from three
 // simulated hosts, and the faults: etcd stopped mid-hold, stopped and
@@ -76,7 +76,7 @@ func qHostOf(h *hold) string {
 // 24 holds from 3 simulated hosts on one etcd, 3 of them SIGKILLed while
 // they hold: never two live holders' payloads inside, granted in ticket
 // order, each dead holder's lineage ended by the next hold on its own host.
-func TestFleetThreeHosts(t *testing.T) {
+func TestEtcdThreeHosts(t *testing.T) {
 	dir := t.TempDir()
 	useEtcd(t, dir, etcdtest.Start(t))
 	qStressHosts(t, dir, 24, map[int]bool{3: true, 9: true, 15: true}, 3)
@@ -117,7 +117,7 @@ func requireLeaseLost(t *testing.T, dir, label string) {
 
 // etcd stopped mid-hold: the holder knows within the TTL, ends its
 // payload and exits 76, and its record says why.
-func TestFleetEtcdStoppedMidHold(t *testing.T) {
+func TestEtcdStoppedMidHold(t *testing.T) {
 	dir, mark := t.TempDir(), newMark(t)
 	s := etcdtest.Start(t)
 	useEtcd(t, dir, s)
@@ -141,7 +141,7 @@ func TestFleetEtcdStoppedMidHold(t *testing.T) {
 
 // etcd stopped and restarted while a ticket waits: it keeps its place
 // (its lease outlives the outage) and runs once the holder is done.
-func TestFleetEtcdRestartWhileWaiting(t *testing.T) {
+func TestEtcdRestartWhileWaiting(t *testing.T) {
 	dir, mark := t.TempDir(), newMark(t)
 	s := etcdtest.Start(t)
 	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=15"})
@@ -172,7 +172,7 @@ func TestFleetEtcdRestartWhileWaiting(t *testing.T) {
 // A holder frozen (SIGSTOP) past its TTL: the next holder starts only
 // once the lease can have expired, and the frozen one, thawed, ends its
 // payload at once (exit 76) instead of running on.
-func TestFleetHolderFrozen(t *testing.T) {
+func TestEtcdHolderFrozen(t *testing.T) {
 	dir, mark := t.TempDir(), newMark(t)
 	useEtcd(t, dir, etcdtest.Start(t))
 	scratch := t.TempDir()
@@ -213,7 +213,7 @@ func TestFleetHolderFrozen(t *testing.T) {
 
 // etcd unreachable at start: exit 75 within -w with a clear message, the
 // command not run, nothing left.
-func TestFleetUnreachable(t *testing.T) {
+func TestEtcdUnreachable(t *testing.T) {
 	dir, mark := t.TempDir(), newMark(t)
 	ran := filepath.Join(t.TempDir(), "ran")
 	h := newHold(t, dir, mark, append([]string{"--queue", "etcd://127.0.0.1:1/none", "-w", "2s", "--track", "proc", "--"}, sh("touch "+ran)...)...)
@@ -236,7 +236,7 @@ func TestFleetUnreachable(t *testing.T) {
 // and naming a live hold's id on this host, must not make a root
 // successor end that hold's processes: the claim is confirmed against the
 // record file's owner first.
-func TestFleetForgedHeldKey(t *testing.T) {
+func TestEtcdForgedHeldKey(t *testing.T) {
 	testenv.NeedRoot(t, "a root successor's reap")
 	dir, mark := t.TempDir(), newMark(t)
 	s := etcdtest.Start(t)
@@ -278,4 +278,29 @@ func TestFleetForgedHeldKey(t *testing.T) {
 	}
 	a.Signal(syscall.SIGTERM)
 	a.Wait(30 * time.Second)
+}
+
+// gpu-hold reap on the etcd queue ends a holder's lineage after it was
+// SIGKILLed (once its lease took its ticket) and clears its held key.
+func TestEtcdReap(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	useEtcd(t, dir, etcdtest.Start(t))
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60").Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	a.Signal(syscall.SIGKILL)
+	a.Wait(30 * time.Second)
+	qWaitFor(t, dir, "gpu", "alpha's lease gone", func(st queue.Status) bool { return st.Holder == nil && len(st.Dead) == 1 })
+	if left := marked(mark); len(left) == 0 {
+		t.Fatal("the killed holder's payload is gone before the reap: nothing to test")
+	}
+	r := qCmd(t, dir, "reap")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "reaped 1") {
+		t.Fatalf("reap: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("reap left the dead holder's payload running: %v", pids)
+	}
+	if st := qStatus(t, dir, "gpu"); len(st.Dead) != 0 || st.Holder != nil {
+		t.Errorf("queue after the reap: %+v", st)
+	}
 }

@@ -1,4 +1,4 @@
-// fleet.go owns section 4's fleet rows: the same hand-off chain through
+// etcd.go owns section 4's fleet rows: the same hand-off chain through
 // etcd on loopback (internal/etcdserver, a process of its own) beside the
 // directory, and both with 100 waiters.
 package main
