@@ -64,6 +64,7 @@ type Server struct {
 	client   string
 	peer     string
 	bin      string
+	tls      []string // the server's TLS flags
 	Env      []string // extra environment of the server process (a test marker)
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -83,12 +84,31 @@ func Start(t testing.TB, env ...string) *Server {
 
 // StartIn starts a server with its data in dir (for the bench); the
 // caller kills it.
-func StartIn(dir string, env ...string) (*Server, error) {
+func StartIn(dir string, env ...string) (*Server, error) { return startIn(dir, "", "", "", env) }
+
+// StartTLS starts a server that serves clients over TLS with cert and
+// key and, when ca is set, requires client certs that chain to it.
+func StartTLS(t testing.TB, cert, key, ca string) *Server {
+	t.Helper()
+	s, err := startIn(t.TempDir(), cert, key, ca, nil)
+	if err != nil {
+		t.Fatalf("etcd for the test: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+func startIn(dir, cert, key, ca string, env []string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{bin: bin, data: dir, Env: env}
+	scheme := "http://"
+	if cert != "" {
+		scheme = "https://"
+		s.tls = []string{"-cert", cert, "-key", key, "-ca", ca}
+	}
 	cp, err := freePort()
 	if err != nil {
 		return nil, err
@@ -98,7 +118,7 @@ func StartIn(dir string, env ...string) (*Server, error) {
 		return nil, err
 	}
 	s.Endpoint = "127.0.0.1:" + cp
-	s.client, s.peer = "http://"+s.Endpoint, "http://127.0.0.1:"+pp
+	s.client, s.peer = scheme+s.Endpoint, "http://127.0.0.1:"+pp
 	if err := s.Restart(); err != nil {
 		return nil, fmt.Errorf("starting etcd: %v", err)
 	}
@@ -120,7 +140,7 @@ func (s *Server) Restart() error {
 	}
 	var lastErr error
 	for try := 0; try < 50; try++ { // the old listener may linger a moment
-		cmd := exec.Command(s.bin, "-data", s.data, "-client", s.client, "-peer", s.peer)
+		cmd := exec.Command(s.bin, append([]string{"-data", s.data, "-client", s.client, "-peer", s.peer}, s.tls...)...)
 		cmd.Env = append(os.Environ(), s.Env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		out, err := cmd.StdoutPipe()

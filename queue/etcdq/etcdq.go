@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -67,6 +68,9 @@ func Open(cfg Config, resource string, warn func(string)) (*Queue, error) {
 
 // unreachable wraps a failed first contact in ErrUnreachable, with what to do.
 func unreachable(c *Config, err error) error {
+	if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrInvalidAuthToken) {
+		return fmt.Errorf("etcd at %s refused user %q (%v): check --etcd-user and its password, and the user's role", strings.Join(c.Endpoints, ","), c.User, err)
+	}
 	return fmt.Errorf("%w at %s (%v): check that etcd runs there and that --queue, TLS and credentials are right", ErrUnreachable, strings.Join(c.Endpoints, ","), err)
 }
 
