@@ -133,10 +133,12 @@ func position(l *line, i, budget int) queue.Position {
 func (w *waiter) removed() error {
 	select {
 	case <-w.s.gone:
-		return fmt.Errorf("%w: its etcd lease expired (etcd was unreachable for longer than its ttl of %v)", queue.ErrRemoved, w.s.ttl)
 	default:
-		return queue.ErrRemoved
+		if !w.s.expired() {
+			return queue.ErrRemoved
+		}
 	}
+	return fmt.Errorf("%w: its etcd lease expired (etcd was unreachable, or this process stopped, for longer than its ttl of %v)", queue.ErrRemoved, w.s.ttl)
 }
 
 // outage waits a moment when etcd did not answer: the ticket keeps its
