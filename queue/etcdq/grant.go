@@ -81,13 +81,16 @@ func (g *grant) lose(reason string) {
 	})
 }
 
-// watch loses the token when the deadline passes, etcd says the lease is
-// gone, or the ticket's key is deleted; it never re-acquires.
+// watch loses the token when the deadline passes or etcd says the lease
+// is gone; watchKey, when the ticket's key is deleted. It never
+// re-acquires.
 func (g *grant) watch(from int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Its own goroutine: opening a watch blocks while etcd is unreachable,
+	// and the deadline must not wait for it.
+	go g.watchKey(ctx, from)
 	s := g.w.s
-	keyc := g.q.cli.Watch(ctx, g.w.key, clientv3.WithRev(from+1), clientv3.WithFilterPut())
 	for {
 		t := time.NewTimer(time.Until(s.Deadline()))
 		select {
@@ -105,20 +108,33 @@ func (g *grant) watch(from int64) {
 			t.Stop()
 			g.lose("etcd says the lease expired")
 			return
-		case r, ok := <-keyc:
-			t.Stop()
-			if ok && r.Err() == nil && len(r.Events) > 0 {
+		}
+	}
+}
+
+// watchKey loses the token when the ticket's key is deleted, watching it
+// again (from where it last read) after the watch failed.
+func (g *grant) watchKey(ctx context.Context, from int64) {
+	for ctx.Err() == nil {
+		for r := range g.q.cli.Watch(ctx, g.w.key, clientv3.WithRev(from+1), clientv3.WithFilterPut()) {
+			if r.Err() != nil {
+				break
+			}
+			if len(r.Events) > 0 {
 				g.lose("the ticket's key was deleted from etcd")
 				return
 			}
-			if !ok || r.Err() != nil {
-				if at, gone := g.keyGone(ctx); gone {
-					g.lose("the ticket's key is gone from etcd")
-					return
-				} else if at > 0 {
-					keyc = g.q.cli.Watch(ctx, g.w.key, clientv3.WithRev(at+1), clientv3.WithFilterPut())
-				}
-			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		at, gone := g.keyGone(ctx)
+		if gone {
+			g.lose("the ticket's key is gone from etcd")
+			return
+		}
+		if at > 0 {
+			from = at
 		}
 	}
 }
