@@ -74,7 +74,7 @@ func (b *bench) busyRow(n int, node string) (BusyRow, error) {
 	progress("busy host: %d fillers with %d fds each, and one holder of %s", n, busyFDs, node)
 	settle(20 * time.Second)
 	checks := map[string][]float64{}
-	finder := func(devs []device.Dev) ([]int, error) {
+	finder := func(devs []device.DevNum) ([]int, error) {
 		td := make([]tracker.Dev, len(devs))
 		for i, d := range devs {
 			td[i] = tracker.Dev(d)

@@ -84,6 +84,8 @@ func helperMain(args []string) {
 	case "fillers": // N: N sleeps holding busyFDs files each; "ready" on stdout; ends them at stdin's EOF
 		fillersHelper(atoi(arg(a, 0)))
 		return
+	case "opener": // PATH RATE OUTFILE: open PATH RATE times a second until TERM; write the count
+		openLoop(arg(a, 0), atoi(arg(a, 1)), arg(a, 2))
 	case "gate": // READY GATE: write READY, then return once GATE exists
 		writeFile(arg(a, 0), strconv.FormatInt(time.Now().UnixNano(), 10))
 		for {

@@ -10,9 +10,9 @@ import (
 	"sync"
 )
 
-// Dev is a device node as the kernel's fd tables know it: its kind and the
+// DevNum is a device node as the kernel's fd tables know it: its kind and the
 // device number it stands for.
-type Dev struct {
+type DevNum struct {
 	Block        bool
 	Major, Minor uint32
 }
@@ -20,7 +20,7 @@ type Dev struct {
 // Finder returns the tgids of every process with one of devs open (a
 // superset is fine: each is checked through /proc like the walk checks it).
 // An error means it cannot answer, and the walk is done instead.
-type Finder func(devs []Dev) ([]int, error)
+type Finder func(devs []DevNum) ([]int, error)
 
 // Method says how a scan found its holders.
 type Method string
@@ -72,14 +72,14 @@ func ScanHoldersWith(patterns []string, f Finder) ([]Holder, Method, string, err
 
 // devsOf returns the device numbers of nodes; ok is false when one of them
 // is not a device node (the kernel path matches device numbers only).
-func devsOf(nodes []Node) ([]Dev, bool) {
-	devs := make([]Dev, 0, len(nodes))
+func devsOf(nodes []Node) ([]DevNum, bool) {
+	devs := make([]DevNum, 0, len(nodes))
 	for _, n := range nodes {
 		switch n.key.kind {
 		case 'c':
-			devs = append(devs, Dev{Major: n.key.major, Minor: n.key.minor})
+			devs = append(devs, DevNum{Major: n.key.major, Minor: n.key.minor})
 		case 'b':
-			devs = append(devs, Dev{Block: true, Major: n.key.major, Minor: n.key.minor})
+			devs = append(devs, DevNum{Block: true, Major: n.key.major, Minor: n.key.minor})
 		default:
 			return nil, false
 		}

@@ -12,7 +12,7 @@ import (
 func init() { device.UseFinder(findDevicePIDs) }
 
 // findDevicePIDs adapts tracker.FindDevicePIDs to device.Finder.
-func findDevicePIDs(devs []device.Dev) ([]int, error) {
+func findDevicePIDs(devs []device.DevNum) ([]int, error) {
 	td := make([]tracker.Dev, len(devs))
 	for i, d := range devs {
 		td[i] = tracker.Dev(d)

@@ -30,7 +30,7 @@ func TestDeviceCheckKernelPathFindsHolder(t *testing.T) {
 	f.Close()
 	t.Cleanup(func() { marks.Kill(mark); cmd.Wait() })
 
-	kernel := func(devs []device.Dev) ([]int, error) { // whatever the host's size
+	kernel := func(devs []device.DevNum) ([]int, error) { // whatever the host's size
 		td := make([]tracker.Dev, len(devs))
 		for i, d := range devs {
 			td[i] = tracker.Dev(d)

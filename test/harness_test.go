@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
@@ -75,6 +76,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	etcdtest.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -123,7 +125,7 @@ func (h *hold) Start() *hold {
 	h.t.Helper()
 	args := append([]string{"--dir", h.Dir, "--log-format", "json"}, h.Args...)
 	h.Cmd = exec.Command(bin, args...)
-	h.Cmd.Env = append(append(os.Environ(), markEnv+"="+h.Mark), h.Env...)
+	h.Cmd.Env = append(append(append(os.Environ(), markEnv+"="+h.Mark), queueEnv(h.Dir)...), h.Env...)
 	h.Cmd.Stdout, h.Cmd.Stderr = &h.out, &h.err
 	// Its own process group, so a test can signal the hold alone.
 	h.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -143,9 +145,11 @@ func (h *hold) Start() *hold {
 	return h
 }
 
-// Wait waits for the hold to exit, failing the test after limit.
+// Wait waits for the hold to exit, failing the test after limit (scaled
+// by slowed).
 func (h *hold) Wait(limit time.Duration) result {
 	h.t.Helper()
+	limit = slowed(limit)
 	done := make(chan error, 1)
 	go func() { done <- h.Cmd.Wait() }()
 	select {
@@ -274,6 +278,18 @@ func slowed(d time.Duration) time.Duration {
 		return d * time.Duration(f)
 	}
 	return d
+}
+
+// slow is slowed(d) as a flag value.
+func slow(d time.Duration) string { return slowed(d).String() }
+
+// slowText is slow for a flag value given as text ("0" stays "0").
+func slowText(v string) string {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		panic("slowText: " + v + " is not a duration")
+	}
+	return slow(d)
 }
 
 // sh builds a payload that runs script under bash.
