@@ -51,7 +51,8 @@ func TestBoundedTeardownTermsGroupOutsider(t *testing.T) {
 	t.Cleanup(func() { marks.Kill(mark) })
 	env := append(os.Environ(), marks.Env+"="+mark)
 	// The payload outlives its TERM by a while: the grace lasts that long.
-	payload := exec.Command("sh", "-c", `trap "" TERM; sleep 0.5`)
+	dir := t.TempDir()
+	payload := exec.Command("sh", "-c", `trap "" TERM; echo > `+dir+`/payload.ready; sleep 0.5`)
 	payload.Env = env
 	payload.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := payload.Start(); err != nil {
@@ -63,7 +64,7 @@ func TestBoundedTeardownTermsGroupOutsider(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The outsider joins the payload's group; it is no member of the lineage.
-	said := filepath.Join(t.TempDir(), "said")
+	said := filepath.Join(dir, "said")
 	outsider := exec.Command("sh", "-c", `trap 'echo term > `+said+`; exit 0' TERM; echo ready > `+said+`.ready; while :; do sleep 0.05; done`)
 	outsider.Env = env
 	outsider.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: root.PID}
@@ -73,11 +74,13 @@ func TestBoundedTeardownTermsGroupOutsider(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- outsider.Wait() }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(said + ".ready"); err == nil {
+		_, err1 := os.Stat(said + ".ready")
+		_, err2 := os.Stat(filepath.Join(dir, "payload.ready"))
+		if err1 == nil && err2 == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the outsider never set its TERM trap")
+			t.Fatal("the payload or the outsider never set its TERM trap")
 		}
 	}
 
