@@ -29,6 +29,7 @@ type lazyTracker struct {
 	done    chan struct{} // closed when make has returned
 	tr      tracker.Tracker
 	err     error
+	note    string // make's fall-back notice, for the record (set before done closes)
 }
 
 // chooseTracker picks the backend per --track. procfs's tracker is made at
@@ -44,7 +45,7 @@ func (h *holdRun) chooseTracker() (*lazyTracker, error) {
 		}
 	default:
 		if err := tracker.ProbeBPFQuick(); err != nil {
-			h.fallBack(err)
+			h.backendNote = h.fallBack(err)
 			lt.backend = tracker.BackendProc
 		}
 	}
@@ -57,11 +58,12 @@ func (h *holdRun) chooseTracker() (*lazyTracker, error) {
 	return lt, nil
 }
 
-// fallBack notes and logs why --track=auto uses procfs.
-func (h *holdRun) fallBack(err error) {
+// fallBack logs why --track=auto uses procfs, and returns the notice.
+func (h *holdRun) fallBack(err error) string {
 	reason := err.Error()
-	h.backendNote = "eBPF tracker unavailable, using procfs: " + reason
-	h.o.Log.Warn().Str("reason", reason).Msg(h.backendNote)
+	note := "eBPF tracker unavailable, using procfs: " + reason
+	h.o.Log.Warn().Str("reason", reason).Msg(note)
+	return note
 }
 
 // start makes the tracker in the background, once.
@@ -98,7 +100,9 @@ func (lt *lazyTracker) make() (tracker.Tracker, error) {
 	if h.o.Track == "bpf" {
 		return nil, fmt.Errorf("--track=bpf: %v; or use --track=proc", bpfReason(err))
 	}
-	h.fallBack(bpfReason(err))
+	// Made in the background while the hold waits: the notice reaches
+	// the hold (and its record) at the grant, not from here.
+	lt.note = h.fallBack(bpfReason(err))
 	lt.backend = tracker.BackendProc
 	return tracker.New(tracker.BackendProc, opts)
 }
@@ -129,6 +133,9 @@ func (h *holdRun) atGrant(lt *lazyTracker, grant queue.Grant) (tracker.Tracker, 
 		h.rec.close(&h.res, time.Now(), h.o.Log)
 		grant.Release()
 		return nil, &Error{Code: ExitUsage, Err: err}
+	}
+	if lt.note != "" {
+		h.backendNote = lt.note
 	}
 	h.res.Backend, h.res.Seal = tr.Backend(), tracker.SealOf(tr)
 	h.rec.update(func(hi *record.HoldInfo) {
