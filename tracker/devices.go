@@ -37,8 +37,8 @@ var devscanAllowed = sync.OnceValue(func() error {
 })
 
 // walkCheaperBelow is the host's task count under which a process that
-// has not read the kernel's BTF walks /proc instead: reading it costs
-// tens of milliseconds, a walk of a few hundred processes less.
+// has not read the kernel's BTF walks /proc instead: reading the BTF costs
+// more than walking a host of a few hundred processes.
 const walkCheaperBelow = 300
 
 // errSmallHost is FindDevicePIDs' answer on a host small enough to walk.
