@@ -13,11 +13,18 @@ import (
 )
 
 func TestPoolReapAfterKill(t *testing.T) {
+	for _, be := range backends(t) {
+		t.Run(be, func(t *testing.T) { poolReapAfterKill(t, rigFor(be).Track) })
+	}
+}
+
+func poolReapAfterKill(t *testing.T, track []string) {
 	dir := poolQueueDir(t, 3)
 	scratch := t.TempDir()
 	log := filepath.Join(scratch, "inside.log")
 	mark := newMark(t)
-	h := newHold(t, dir, mark, append([]string{"-l", "victim", "-n", "2", "--track", "proc", "--"}, pcPayload(log, "victim", filepath.Join(scratch, "never"))...)...).Start()
+	args := append(append([]string{"-l", "victim", "-n", "2"}, track...), "--")
+	h := newHold(t, dir, mark, append(args, pcPayload(log, "victim", filepath.Join(scratch, "never"))...)...).Start()
 	waitFile(t, log, 30*time.Second)
 	h.Signal(syscall.SIGKILL)
 	h.Wait(10 * time.Second)
