@@ -1,12 +1,14 @@
 // pool_reap_test.go: a pool hold SIGKILLed while its payload runs on two
 // devices: `gpu-hold reap -r gpu` ends the payload (its dead holder is on
 // the devices' queues, not the pool's), and the devices are free after;
-// and a pool's metrics, per pool and per device.
+// a pool's metrics, per pool and per device; and a --count the pool
+// cannot give.
 package test
 
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,5 +69,21 @@ func TestPoolMetricsPerDevice(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mdir, "gpu_hold_gpu_d2.prom")); err == nil {
 		t.Error("device 2, which no hold had, has metrics")
+	}
+}
+
+func TestPoolCountBeyondPool(t *testing.T) {
+	mark := newMark(t)
+	for _, c := range []struct {
+		dir, n, want string
+	}{
+		{poolQueueDir(t, 3), "4", "more than the 3 device(s)"},
+		{t.TempDir(), "2", "more than the 1 device(s)"},
+		{poolQueueDir(t, 3), "0", "at least 1"},
+	} {
+		r := newHold(t, c.dir, mark, "-n", c.n, "--", "true").Run(30 * time.Second)
+		if r.Code != 125 || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("-n %s: exit %d, want 125 saying %q:\n%s", c.n, r.Code, c.want, r.Stderr)
+		}
 	}
 }

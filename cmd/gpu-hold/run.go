@@ -92,6 +92,9 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		return usageErr("%v", err)
 	}
 	o.MemFloor = floor
+	if o.Count < 1 {
+		return usageErr("--count must be at least 1 (got %d): it is how many of the pool's devices to hold", o.Count)
+	}
 	if err := o.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
