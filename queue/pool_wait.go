@@ -68,7 +68,16 @@ type poolLoop struct {
 	last     Position
 	reported bool
 	backoff  time.Duration
+	// busyTries counts rounds in a row that found the lock busy.
+	busyTries int
 }
+
+// lockRetry and lockRetries pace the retries of a busy scheduling lock;
+// past them (a lock held for long: not a round) the backoff takes over.
+const (
+	lockRetry   = 2 * time.Millisecond
+	lockRetries = 500
+)
 
 // watch sets up what the rounds sleep on: inotify on the pool dir, the
 // scheduling lock's file, and a wake-up when ctx ends.
@@ -134,7 +143,16 @@ func (l *poolLoop) tell(pos Position) {
 func (l *poolLoop) sleep(r roundResult) error {
 	l.ev.watchAll(l.pw.p.q, l.sched)
 	timeout := time.Second
-	if l.ev.watchPids(r.watch) || r.unsure {
+	if r.busy && l.busyTries < lockRetries {
+		// A round under the lock takes a few ms: retry soon, not on a
+		// growing backoff, or a hand-off waits for the slowest backoff.
+		l.busyTries++
+		return l.ev.wait(lockRetry)
+	}
+	if !r.busy {
+		l.busyTries = 0
+	}
+	if l.ev.watchPids(r.watch) || r.unsure || r.busy {
 		l.backoff = min(max(2*l.backoff, 5*time.Millisecond), time.Second)
 		timeout = l.backoff
 	} else {
@@ -151,6 +169,7 @@ type roundResult struct {
 	ahead  int
 	watch  []proc.Ident
 	unsure bool
+	busy   bool // the scheduling lock was another waiter's
 }
 
 // round is one look under the scheduling lock.
@@ -161,7 +180,7 @@ func (pw *PoolWaiter) round(sched *tokenLock) (*PoolGrant, roundResult, error) {
 		return nil, r, err
 	}
 	if !got {
-		r.unsure = true // another waiter is scheduling: a moment
+		r.busy = true // another waiter is scheduling: a moment
 		return nil, r, nil
 	}
 	defer sched.unlock()
