@@ -127,6 +127,15 @@ func (l *poolLoop) step() (*PoolGrant, bool, error) {
 	return nil, false, nil
 }
 
+// quiet reports whether the waiter may sleep on the ticket directly ahead
+// alone: with nobody to show its place to, behind a waiting ticket, and
+// unable to backfill (no bound, or backfill off), it can start only in
+// FIFO order, so nothing but that ticket starting, going or dying can
+// move it.
+func (l *poolLoop) quiet(r roundResult) bool {
+	return l.progress == nil && r.next != nil && !r.busy && (l.pw.w.e.Bound <= 0 || !l.pw.p.backfill)
+}
+
 // tell gives progress a position that changed.
 func (l *poolLoop) tell(pos Position) {
 	if l.progress != nil && (!l.reported || pos != l.last) {
@@ -136,12 +145,11 @@ func (l *poolLoop) tell(pos Position) {
 }
 
 // sleep waits for what can move the ticket: the pool dir, the pidfds of
-// the devices' holders and of the tickets ahead, ctx's end; on a short
-// backoff when unsure (the lock was busy, a pid could not be watched),
-// else at most a second, a safety re-check, since the devices' own queues
-// are not watched.
+// the devices' holders and of the tickets ahead, ctx's end (a quiet
+// waiter: the ticket ahead alone); on a short backoff when unsure (the
+// lock was busy, a pid could not be watched), else at most a second, a
+// safety re-check, since the devices' own queues are not watched.
 func (l *poolLoop) sleep(r roundResult) error {
-	l.ev.watchAll(l.pw.p.q, l.sched)
 	timeout := time.Second
 	if r.busy && l.busyTries < lockRetries {
 		// A round under the lock takes a few ms: retry soon, not on a
@@ -152,14 +160,25 @@ func (l *poolLoop) sleep(r roundResult) error {
 	if !r.busy {
 		l.busyTries = 0
 	}
+	if l.quiet(r) {
+		// It can start only once the ticket ahead has: wake for that one.
+		me, next := l.pw.w.e, r.next
+		if l.ev.watchTickets(l.pw.p.q, watchedTicket{me.name, me.dev, me.ino}, watchedTicket{next.name, next.dev, next.ino}) {
+			return nil // watched just now: look again first
+		}
+		r.watch = []proc.Ident{next.Holder}
+		timeout = -1 // no device can move it: no re-check
+	} else {
+		l.ev.watchAll(l.pw.p.q, l.sched)
+	}
 	if l.ev.watchPids(r.watch) || r.unsure || r.busy {
 		l.backoff = min(max(2*l.backoff, 5*time.Millisecond), time.Second)
 		timeout = l.backoff
 	} else {
 		l.backoff = 0
 	}
-	if dl, ok := l.ctx.Deadline(); ok {
-		timeout = min(timeout, max(time.Until(dl), 0))
+	if dl, ok := l.ctx.Deadline(); ok && (timeout < 0 || time.Until(dl) < timeout) {
+		timeout = max(time.Until(dl), 0)
 	}
 	return l.ev.wait(timeout)
 }
@@ -169,7 +188,8 @@ type roundResult struct {
 	ahead  int
 	watch  []proc.Ident
 	unsure bool
-	busy   bool // the scheduling lock was another waiter's
+	busy   bool   // the scheduling lock was another waiter's
+	next   *entry // the waiting ticket directly ahead, if any
 }
 
 // round is one look under the scheduling lock.
@@ -223,10 +243,11 @@ func (pw *PoolWaiter) watched(views []devView, snap *snapshot) roundResult {
 			r.unsure = true
 		}
 	}
-	for _, e := range snap.tickets {
+	for i, e := range snap.tickets {
 		if e.live && !e.granted() && len(e.Devices) == 0 && e.Seq < pw.w.e.Seq {
 			r.ahead++
 			r.watch = append(r.watch, e.Holder)
+			r.next = &snap.tickets[i]
 		}
 	}
 	return r
