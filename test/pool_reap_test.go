@@ -1,11 +1,12 @@
 // pool_reap_test.go: a pool hold SIGKILLed while its payload runs on two
 // devices: `gpu-hold reap -r gpu` ends the payload (its dead holder is on
 // the devices' queues, not the pool's), and the devices are free after;
-// a pool's metrics, per pool and per device; and a --count the pool
-// cannot give.
+// a pool's metrics, per pool and per device; a --count the pool cannot
+// give; and a pool ticket's -w and cancel.
 package test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,5 +86,45 @@ func TestPoolCountBeyondPool(t *testing.T) {
 		if r.Code != 125 || !strings.Contains(r.Stderr, c.want) {
 			t.Errorf("-n %s: exit %d, want 125 saying %q:\n%s", c.n, r.Code, c.want, r.Stderr)
 		}
+	}
+}
+
+func TestPoolWaitAllowanceAndCancel(t *testing.T) {
+	dir := poolQueueDir(t, 2)
+	scratch := t.TempDir()
+	log := filepath.Join(scratch, "inside.log")
+	gofile := filepath.Join(scratch, "go")
+	mark := newMark(t)
+	a := newHold(t, dir, mark, append([]string{"-l", "a", "-n", "2", "--track", "proc", "--"}, pcPayload(log, "a", gofile)...)...).Start()
+	waitFile(t, log, 30*time.Second)
+	// -w runs out: exit 75, ticket gone.
+	if r := newHold(t, dir, mark, "-l", "b", "-n", "1", "-w", "1s", "--", "true").Run(30 * time.Second); r.Code != 75 || !strings.Contains(r.Stderr, "wait allowance") {
+		t.Errorf("a pool hold whose -w ran out: exit %d, want 75\n%s", r.Code, r.Stderr)
+	}
+	// Cancelled while waiting: exit 75; a running pool ticket cannot be cancelled.
+	c := newHold(t, dir, mark, "-l", "c", "-n", "1", "--", "true").Start()
+	st := poolStatus(t, dir)
+	for i := 0; len(st.Waiters) == 0; i++ {
+		if i > 1000 {
+			t.Fatalf("c never queued: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+		st = poolStatus(t, dir)
+	}
+	if r := qCmd(t, dir, "cancel", "-r", "gpu", fmt.Sprint(st.Running[0].Seq)); r.Code == 0 {
+		t.Errorf("cancel of the running pool ticket succeeded:\n%s", r.Stderr)
+	}
+	if r := qCmd(t, dir, "cancel", "-r", "gpu", fmt.Sprint(st.Waiters[0].Seq)); r.Code != 0 {
+		t.Fatalf("cancel of the waiting pool ticket: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if r := c.Wait(30 * time.Second); r.Code != 75 {
+		t.Errorf("a cancelled pool hold exited %d, want 75\n%s", r.Code, r.Stderr)
+	}
+	os.WriteFile(gofile, nil, 0o644)
+	if r := a.Wait(30 * time.Second); r.Code != 0 {
+		t.Fatalf("a exited %d\n%s", r.Code, r.Stderr)
+	}
+	if st := poolStatus(t, dir); len(st.Waiters)+len(st.Running) != 0 {
+		t.Errorf("tickets left: %+v", st)
 	}
 }
