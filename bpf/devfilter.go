@@ -12,18 +12,6 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// Device types as the cgroup device hook names them.
-const (
-	DevBlock = 1 // BPF_DEVCG_DEV_BLOCK
-	DevChar  = 2 // BPF_DEVCG_DEV_CHAR
-)
-
-// DevID is one device number.
-type DevID struct {
-	Type         uint32 // DevChar or DevBlock
-	Major, Minor uint32
-}
-
 // DevFilter is a device filter attached to one cgroup.
 type DevFilter struct {
 	objs devfilterObjects

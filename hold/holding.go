@@ -27,10 +27,10 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
 	}
-	filter := h.fence()
+	filter := h.filterDevices()
 	defer filter.Close()
 	baseline := h.deviceBaseline()
-	if h.signalledBeforeStart(sigc) {
+	if h.signalledBeforeStart(sigc) || h.yieldedBeforeStart() || h.lostNow() {
 		return h.res, nil
 	}
 	p, err := h.start(tr)
@@ -118,6 +118,7 @@ func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 	o, log := &h.o, h.o.Log
 	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
 	env = append(env, h.poolEnv()...)
+	env = append(env, h.fenceEnv()...)
 	cmd, root, err := launch(o, tr, h.cg, env)
 	var sf *startFailure
 	if err != nil && h.cg != nil && o.Cgroup == "auto" && errors.As(err, &sf) {
@@ -157,7 +158,8 @@ func (h *holdRun) launchFailed(err error) error {
 }
 
 // awaitEnd waits for what ends the hold: the payload's own exit, the max
-// hold, a signal, or the memory floor, and sets the result by it.
+// hold, a signal, the memory floor, or (a yielding hold) a ticket that does
+// not yield, and sets the result by it.
 func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal) {
 	o, log := &h.o, h.o.Log
 	var deadline <-chan time.Time
@@ -184,10 +186,15 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 		sig := s.(syscall.Signal)
 		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
 		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
+	case <-h.contended:
+		h.yielded("a ticket that does not yield queued; yielding: ending the payload")
 	case low := <-memLow:
 		h.res.Code, h.res.Cause = ExitMemFloor, record.CauseMemFloor
 		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")
+	case li := <-h.lostC():
+		h.leaseLost(li)
 	}
+	h.lostNow() // lost as well (a holder thawed after a stop): that is the end on record
 }
 
 // ignoreSignals says, for every further signal, that teardown goes on:
@@ -204,7 +211,7 @@ func (h *holdRun) ignoreSignals(sigc chan os.Signal) {
 // still holds reach the record).
 func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner) teardown.Outcome {
 	log := h.o.Log
-	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.o.Grace, SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate}
+	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate}
 	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
 	out := td.Run()

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
 
 // Options configure one hold.
@@ -36,6 +37,11 @@ type Options struct {
 	DeviceWait    time.Duration // bound for --device-holders=wait
 	MemFloor      uint64        // bytes; 0 = none
 	MetricsDir    string
+	Etcd          *etcdq.Config // the fleet queue (nil: the directory)
+	LostGrace     time.Duration // teardown grace after a lost lease
+
+	Yield   bool // give the token up to any ticket that does not yield (yield.go)
+	Restart bool // with Yield: queue again after each end (keeper.go)
 
 	Log    zerolog.Logger
 	Stdout io.Writer // payload stdout (nil: os.Stdout)
@@ -68,6 +74,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Count < 0 {
 		return fmt.Errorf("--count must be at least 1 (got %d)", o.Count)
+	}
+	if o.Restart && !o.Yield {
+		return errors.New("--restart is for serve keepers: use it with --yield (a loop in the shell restarts any other command)")
 	}
 	if _, err := device.ParsePolicy(string(o.DeviceHolders)); err != nil {
 		return err

@@ -77,15 +77,18 @@ func (h *holdRun) bound() time.Duration {
 }
 
 // enqueue takes the ticket: the resource's token queue, or the pool's.
-func (h *holdRun) enqueue(t queue.Ticket) (queue.Waiter, error) {
+func (h *holdRun) enqueue(ctx context.Context, t queue.Ticket) (queue.Waiter, error) {
 	o := &h.o
 	warn := queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }}
 	if h.pool.pool == nil {
-		q, err := queue.OpenDir(o.Dir, o.Resource, warn)
+		q, err := h.openQueue()
 		if err != nil {
 			return nil, err
 		}
-		return q.Enqueue(t)
+		return h.enqueueOn(ctx, q, t)
+	}
+	if o.Etcd != nil {
+		return nil, fmt.Errorf("resource %s is a pool of this host's devices, which only the directory queue can hand out: drop --queue (or GPU_HOLD_QUEUE) for it, or name a resource without devices", o.Resource)
 	}
 	var names []string
 	for _, d := range h.pool.pool.Devices {

@@ -67,6 +67,9 @@ still holds the device, writes a record, and only then releases the token.`,
 	durationVarP(f, &o.DeviceWait, "device-wait", "", 30*time.Second, "with --device-holders=wait, how long to wait for them to let go")
 	f.StringVar(&opts.memFloor, "mem-floor", "", "end the hold (exit 72) when available memory falls below this (e.g. 8G); default $GPU_HOLD_MEM_ABORT_GIB GiB")
 	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write node_exporter textfile metrics for the resource here")
+	f.BoolVar(&o.Yield, "yield", false, "serve keeper: take the token only while no job waits, and give it up (exit 79) as soon as one queues")
+	f.BoolVar(&o.Restart, "restart", false, "with --yield: queue again after each end, until a signal")
+	addLostGraceFlag(f, o)
 	return cmd
 }
 
@@ -95,6 +98,9 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	if o.Count < 1 {
 		return usageErr("--count must be at least 1 (got %d): it is how many of the pool's devices to hold", o.Count)
 	}
+	if o.Etcd, err = g.etcdConfig(); err != nil {
+		return err
+	}
 	if err := o.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -109,7 +115,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	res, err := hold.Run(ctx, *o)
+	res, err := hold.Keep(ctx, *o)
 	if err != nil {
 		var he *hold.Error
 		if errors.As(err, &he) {

@@ -1,4 +1,4 @@
-// fence.go owns a pool hold's cgroup device filter: attached to the
+// devfilter.go owns a pool hold's cgroup device filter: attached to the
 // payload's cgroup before the payload starts, closed when the hold ends,
 // and, where there is no cgroup, one line at start and in the record that
 // says nothing keeps the payload from the pool's other devices.
@@ -10,10 +10,10 @@ import (
 	"github.com/gpu-hold/gpu-hold/device"
 )
 
-// fence puts the cgroup device filter on the payload's cgroup, denying the
+// filterDevices puts the cgroup device filter on the payload's cgroup, denying the
 // pool's devices this hold was not given; without a cgroup it says, once
 // and in the record, that nothing keeps the payload from them.
-func (h *holdRun) fence() *device.Filter {
+func (h *holdRun) filterDevices() *device.Filter {
 	ph := &h.pool
 	if ph.grant == nil {
 		return nil
