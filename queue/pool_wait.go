@@ -77,6 +77,10 @@ const (
 	lockRetries = 500
 )
 
+// quietRecheck bounds a quiet waiter's sleep: no device can move it, so
+// this is only a guard against a wake-up it was never sent.
+const quietRecheck = 10 * time.Second
+
 // watch sets up what the rounds sleep on: inotify on the pool dir, the
 // scheduling lock's file, and a wake-up when ctx ends.
 func (pw *PoolWaiter) watch(ctx context.Context, progress func(Position)) (*poolLoop, error) {
@@ -165,7 +169,7 @@ func (l *poolLoop) sleep(r roundResult) error {
 			return nil // watched just now: look again first
 		}
 		r.watch = []proc.Ident{next.Holder}
-		timeout = -1 // no device can move it: no re-check
+		timeout = quietRecheck
 	} else {
 		l.ev.watchAll(l.pw.p.q, l.sched)
 	}
@@ -175,8 +179,8 @@ func (l *poolLoop) sleep(r roundResult) error {
 	} else {
 		l.backoff = 0
 	}
-	if dl, ok := l.ctx.Deadline(); ok && (timeout < 0 || time.Until(dl) < timeout) {
-		timeout = max(time.Until(dl), 0)
+	if dl, ok := l.ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(dl), 0))
 	}
 	return l.ev.wait(timeout)
 }
