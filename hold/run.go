@@ -230,6 +230,7 @@ func (h *holdRun) waitFailed(err error, got os.Signal) error {
 		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), record.CauseSignalled, got.(syscall.Signal)
 		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
 	case errors.As(err, &to):
+		to.Waited = o.Wait // the allowance as given, not as measured (1.000926287s)
 		h.res.Code, h.res.Cause = ExitQueue, record.CauseQueue
 		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed (raise -w, or see gpu-hold queue -r %s)", err, h.ticket.Seq, o.Resource)}
 	case errors.As(err, &be):

@@ -114,10 +114,24 @@ type WaitTimeout struct {
 
 func (e *WaitTimeout) Error() string {
 	if e.Holder == nil {
-		return "the wait allowance of " + e.Waited.String() + " ran out"
+		return "the wait allowance of " + Round(e.Waited).String() + " ran out"
 	}
-	return "the wait allowance of " + e.Waited.String() + " ran out; the token is held by " +
+	return "the wait allowance of " + Round(e.Waited).String() + " ran out; the token is held by " +
 		e.Holder.Describe() + " for " + time.Since(e.Holder.Granted).Round(time.Second).String()
+}
+
+// Round shortens a measured duration for a message: -w 1s ran out after
+// 1.000926287s, which a person reads as 1s.
+func Round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= 100*time.Millisecond:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // Describe names a ticket for messages: label, pid, uid and seq.

@@ -322,6 +322,9 @@ func TestQueueWaitAllowance(t *testing.T) {
 	if !strings.Contains(r.Stderr, "alpha") {
 		t.Errorf("message does not name the holder:\n%s", r.Stderr)
 	}
+	if !strings.Contains(r.Stderr, "the wait allowance of 300ms ran out") {
+		t.Errorf("message does not give the allowance rounded, as -w said it:\n%s", r.Stderr)
+	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the payload ran although the wait ran out")
 	}
