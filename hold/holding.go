@@ -41,7 +41,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	out := h.endLineage(tr, p, pinned)
 	h.checkDevices(ctx, baseline)
 	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).
-		Dur("teardown", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
+		Dur("teardown_ms", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
 		Msg("hold ended")
 	return h.res, nil
 }
@@ -174,7 +174,7 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 		log.Info().Int("code", h.res.Code).Str("cause", string(h.res.Cause)).Msg("payload exited; ending what it left running")
 	case <-deadline:
 		h.res.Code, h.res.Cause = ExitMaxHold, record.CauseMaxHold
-		log.Warn().Dur("max_hold", o.MaxHold).Msg("max hold reached; ending the payload")
+		log.Warn().Dur("max_hold_ms", o.MaxHold).Msg("max hold reached; ending the payload")
 	case s := <-sigc:
 		sig := s.(syscall.Signal)
 		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig

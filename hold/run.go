@@ -205,7 +205,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		w.Cancel()
 		return nil, h.waitFailed(err, signalled())
 	}
-	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited", time.Since(h.queued)).Msg("token taken")
+	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited_ms", time.Since(h.queued)).Msg("token taken")
 	h.granted = time.Now()
 	h.rec.open(h, h.granted)
 	err = h.reapDead(wctx, grant)

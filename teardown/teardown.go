@@ -295,7 +295,7 @@ func (td *Teardown) term(r *run) {
 			r.termed[id] = true
 		}
 	}
-	td.Log.Info().Int("processes", r.out.Termed).Dur("grace", td.Grace).Msg("TERM sent")
+	td.Log.Info().Int("processes", r.out.Termed).Dur("grace_ms", td.Grace).Msg("TERM sent")
 }
 
 // seal is phase 3's start: seal, then KILL until the union is empty or
@@ -338,7 +338,7 @@ func (td *Teardown) killPasses(r *run) {
 		td.Log.Info().Int("passes", r.out.Passes).Msg("KILL passes")
 	}
 	if len(r.live) == 0 && !td.quiet() {
-		td.Log.Error().Dur("survivor_wait", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
+		td.Log.Error().Dur("survivor_wait_ms", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
 	}
 }
 

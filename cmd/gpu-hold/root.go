@@ -49,24 +49,26 @@ func execute(args []string) int {
 	g := &globalOpts{}
 	root := newRootCmd(g)
 	root.SetArgs(fixTrackArg(args))
-	return exitCode(root.Execute(), os.Stderr)
+	return exitCodeTo(root.Execute(), newErrOut(os.Stderr, args))
 }
 
 // exitCode maps a command's error to gpu-hold's exit status, and writes
 // the error's one line to stderr.
-func exitCode(err error, stderr io.Writer) int {
+func exitCode(err error, stderr io.Writer) int { return exitCodeTo(err, errOut{w: stderr}) }
+
+func exitCodeTo(err error, out errOut) int {
 	if err == nil {
 		return 0
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "gpu-hold: "+ee.err.Error())
+			out.line(ee.err.Error(), ee.code)
 		}
 		return ee.code
 	}
 	// Errors from cobra itself (unknown flag, bad value) are usage errors.
-	fmt.Fprintln(stderr, "gpu-hold: "+err.Error()+" (see gpu-hold --help)")
+	out.line(err.Error()+" (see gpu-hold --help)", hold.ExitUsage)
 	return hold.ExitUsage
 }
 
@@ -76,6 +78,9 @@ func (g *globalOpts) setupLog() error {
 	l, err := hold.NewLogger(os.Stderr, g.LogFormat)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	if onGitHub() {
+		l = l.Hook(githubHook(os.Stderr))
 	}
 	g.Log = l
 	return nil

@@ -99,7 +99,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		return err
 	}
 	o.Dir = dir
-	if isatty.IsTerminal(os.Stderr.Fd()) {
+	if isatty.IsTerminal(os.Stderr.Fd()) && g.LogFormat != "json" { // JSON mode draws nothing
 		o.Status = os.Stderr
 	}
 	if ctx == nil {
