@@ -103,8 +103,9 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
 	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")
-	pf.StringVar(&g.LogFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), console or json")
+	choiceVar(pf, &g.LogFormat, "log-format", "log format: auto (console on a terminal, else JSON), console or json", "auto", "console", "json")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return g.setupLog() }
+	suggestCommands(root)
 	root.AddCommand(
 		newCmdQueue(g),
 		newCmdCancel(g),

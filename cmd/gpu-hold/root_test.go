@@ -101,8 +101,8 @@ func TestBadInputExitsUsage(t *testing.T) {
 		// show
 		{"show", "exactly one RECORD"},
 		{"show a b", "got 2 arguments"},
-		{"show --format=yaml x", `--format "yaml"`},
-		{"show --color=pink x", `--color "pink"`},
+		{"show --format=yaml x", `"yaml" for "-f, --format" flag`},
+		{"show --color=pink x", `"pink" for "--color" flag`},
 		{"show no-such-hold", "no record no-such-hold"},
 		// doctor
 		{"doctor extra", `"extra"`},

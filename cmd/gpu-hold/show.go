@@ -64,9 +64,10 @@ is an error that names the line (exit 125). The format is documented in docs/REC
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&opts.Format, "format", "f", "tree", "output format: tree, json or timeline (Chrome trace JSON for ui.perfetto.dev)")
+	choiceVar(f, &opts.Format, "format", "output format: tree, json or timeline (Chrome trace JSON for ui.perfetto.dev)", "tree", "json", "timeline")
+	f.Lookup("format").Shorthand = "f"
 	f.StringVarP(&opts.Output, "output", "o", "", "write to FILE instead of standard output")
-	f.StringVar(&opts.Color, "color", "auto", "colour the tree: auto (on a terminal, unless NO_COLOR is set), always, never")
+	choiceVar(f, &opts.Color, "color", "colour the tree: auto (on a terminal, unless NO_COLOR is set), always, never", "auto", "always", "never")
 	return cmd
 }
 
