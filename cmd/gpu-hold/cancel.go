@@ -74,8 +74,6 @@ func cancelRun(opts *cancelOptions) error {
 		switch {
 		case errors.Is(err, queue.ErrNoTicket):
 			err = fmt.Errorf("no ticket %d is waiting for %s: see gpu-hold queue -r %s (or give the right -r/--dir)", seq, res, res)
-		case errors.Is(err, queue.ErrNotOwner):
-			err = fmt.Errorf("%v; ask its owner, or root, to cancel it", err)
 		}
 		return usageErr("%w", err)
 	}
