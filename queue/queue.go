@@ -29,7 +29,7 @@ type Ticket struct {
 	HoldID string `json:"hold_id,omitempty"`
 	Record string `json:"record,omitempty"`
 	// Granted is set on the holder's entry once it took the token.
-	Granted time.Time `json:"granted,omitempty"`
+	Granted time.Time `json:"granted,omitzero"` // omitzero: a waiter has none
 }
 
 // Queue is one resource's queue. The directory backend is the first; a
