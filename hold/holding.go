@@ -37,8 +37,9 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	}
 	defer p.reap()
 	h.awaitEnd(ctx, p, sigc)
-	go h.ignoreSignals(sigc)
-	out := h.endLineage(tr, p, pinned)
+	cut := make(chan struct{})
+	go h.laterSignals(sigc, cut)
+	out := h.endLineage(tr, p, pinned, cut)
 	h.checkDevices(ctx, baseline)
 	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).
 		Dur("teardown_ms", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
@@ -185,10 +186,18 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 	}
 }
 
-// ignoreSignals says, for every further signal, that teardown goes on:
-// they do not cut it short.
-func (h *holdRun) ignoreSignals(sigc chan os.Signal) {
+// laterSignals handles the signals that come once the hold is ending: the
+// first INT or TERM cuts the grace short (closes cut: the teardown goes on,
+// KILL now), as a second Ctrl-C does for srun and docker; any other says
+// that teardown goes on.
+func (h *holdRun) laterSignals(sigc chan os.Signal, cut chan struct{}) {
 	for s := range sigc {
+		if (s == syscall.SIGINT || s == syscall.SIGTERM) && cut != nil {
+			h.o.Log.Warn().Str("signal", s.String()).Msg("signalled again while ending the hold: cutting the grace short, KILL now")
+			close(cut)
+			cut = nil
+			continue
+		}
 		h.o.Log.Warn().Str("signal", s.String()).Msg("already ending the hold; teardown continues")
 	}
 }
@@ -197,9 +206,9 @@ func (h *holdRun) ignoreSignals(sigc chan os.Signal) {
 // process, and puts the teardown, the survivors and the tracker's counters
 // on record (unpinning and closing the tracker first, so the events it
 // still holds reach the record).
-func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner) teardown.Outcome {
+func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner, cut <-chan struct{}) teardown.Outcome {
 	log := h.o.Log
-	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.o.Grace, SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate}
+	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.o.Grace, SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate, CutGrace: cut}
 	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
 	out := td.Run()

@@ -57,6 +57,9 @@ type Teardown struct {
 	// As is the authority every signal and cgroup.kill is sent with (nil:
 	// this process's own): a dead holder's, when reaping its lineage.
 	As *proc.Authority
+	// CutGrace, when it closes, ends the grace at once and goes on to the
+	// KILL passes (a second Ctrl-C, as srun and docker take it); nil: never.
+	CutGrace <-chan struct{}
 
 	group *proc.Group // the payload's group (openGroup); nil: none
 	// denied holds what the kernel refused to let us signal: left out of
@@ -266,6 +269,11 @@ func (td *Teardown) watch() (*watcher, func()) {
 			td.Log.Debug().Err(err).Msg("cannot follow tracker events; rescanning on a timer")
 		}
 	}
+	if w != nil {
+		if err := w.wakeOn(td.CutGrace, stop); err != nil {
+			td.Log.Debug().Err(err).Msg("a cut grace is seen on the next rescan only")
+		}
+	}
 	return w, func() {
 		close(stop)
 		if w != nil {
@@ -437,12 +445,23 @@ func (td *Teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending
 	graceEnd := time.Now().Add(td.Grace)
 	td.settle(pending, live, killed)
 	lastWalk := time.Now()
-	for len(live) > 0 && time.Now().Before(graceEnd) {
+	for len(live) > 0 && time.Now().Before(graceEnd) && !td.graceCut(len(live), graceEnd) {
 		td.wait(w, live, time.Until(graceEnd))
 		live = td.refresh(w, live, &lastWalk)
 		td.settle(pending, live, killed)
 	}
 	return live
+}
+
+// graceCut reports (and logs once) that CutGrace has closed.
+func (td *Teardown) graceCut(live int, graceEnd time.Time) bool {
+	select {
+	case <-td.CutGrace:
+		td.Log.Warn().Int("alive", live).Dur("grace_left_ms", time.Until(graceEnd)).Msg("grace cut short: KILL now")
+		return true
+	default:
+		return false
+	}
 }
 
 // polls reports whether waiting must also wake on a timer to find
