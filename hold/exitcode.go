@@ -18,6 +18,8 @@ const (
 	ExitMemFloor = 72
 	// ExitDeviceHolders: --device-holders=fail and a process outside the lineage still held the device.
 	ExitDeviceHolders = 73
+	// ExitCancelled: gpu-hold cancel ended the hold (its owner or root), through its teardown.
+	ExitCancelled = 77
 )
 
 // ExitSignal is the code for an end by signal sig: 128+sig.

@@ -84,8 +84,9 @@ func (h *holdRun) signalledBeforeStart(sigc chan os.Signal) bool {
 	select {
 	case s := <-sigc:
 		sig := s.(syscall.Signal)
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
-		h.o.Log.Warn().Str("signal", sig.String()).Msg("hold signalled before the payload started; not starting it")
+		h.res.Signal = sig
+		h.res.Code, h.res.Cause = endBy(sig)
+		h.o.Log.Warn().Str("signal", sig.String()).Str("cause", string(h.res.Cause)).Msg("hold signalled before the payload started; not starting it")
 		return true
 	default:
 		return false
@@ -178,8 +179,9 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 		log.Warn().Dur("max_hold_ms", o.MaxHold).Msg("max hold reached; ending the payload")
 	case s := <-sigc:
 		sig := s.(syscall.Signal)
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
-		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
+		h.res.Signal = sig
+		h.res.Code, h.res.Cause = endBy(sig)
+		log.Warn().Str("signal", sig.String()).Str("cause", string(h.res.Cause)).Msg("hold signalled; ending the payload first")
 	case low := <-memLow:
 		h.res.Code, h.res.Cause = ExitMemFloor, record.CauseMemFloor
 		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")

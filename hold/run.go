@@ -73,7 +73,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	// Signals from here on end the hold (while waiting: remove the ticket).
 	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, CancelSignal)
 	defer signal.Stop(sigc)
 	signal.Ignore(syscall.SIGPIPE)
 
@@ -167,7 +167,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	h.res.Record = recordPath(o, h.id)
 	w, err := q.Enqueue(queue.Ticket{
 		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
-		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record,
+		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, MaxHold: o.MaxHold,
 	})
 	if err != nil {
 		return nil, &Error{Code: ExitUsage, Err: err}
@@ -227,7 +227,8 @@ func (h *holdRun) waitFailed(err error, got os.Signal) error {
 	var be *blockedError
 	switch {
 	case got != nil:
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), record.CauseSignalled, got.(syscall.Signal)
+		h.res.Signal = got.(syscall.Signal)
+		h.res.Code, h.res.Cause = endBy(h.res.Signal)
 		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
 	case errors.As(err, &to):
 		to.Waited = o.Wait // the allowance as given, not as measured (1.000926287s)

@@ -28,6 +28,9 @@ type Ticket struct {
 	// record, through which a successor can end a dead holder's lineage.
 	HoldID string `json:"hold_id,omitempty"`
 	Record string `json:"record,omitempty"`
+	// MaxHold is the hold's --max-hold (0: none), for the time left that
+	// gpu-hold queue shows; nothing acts on it.
+	MaxHold time.Duration `json:"max_hold_ns,omitempty"`
 	// Granted is set on the holder's entry once it took the token.
 	Granted time.Time `json:"granted,omitzero"` // omitzero: a waiter has none
 }

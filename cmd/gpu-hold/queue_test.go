@@ -59,7 +59,7 @@ func TestQueueUnknownResourceCreatesNothing(t *testing.T) {
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, "fpga"), 0o755) // a resource some hold used
 	var out bytes.Buffer
-	err := queueRun(&queueOptions{g: testGlobal(dir, "gpux"), Out: &out, Now: time.Now})
+	err := queueRun(&queueOptions{One: true, g: testGlobal(dir, "gpux"), Out: &out, Now: time.Now})
 	wantUnknown(t, err, "gpux", "gpu", "npu", "fpga")
 	if got := entries(t, dir); len(got) != 1 {
 		t.Errorf("gpu-hold queue -r gpux left %q in the queue dir, want only fpga", got)
@@ -83,7 +83,7 @@ func TestCancelUnknownResourceCreatesNothing(t *testing.T) {
 func TestQueueConfiguredResourceWithoutDir(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	if err := queueRun(&queueOptions{g: testGlobal(dir, "npu"), Out: &out, Now: time.Now}); err != nil {
+	if err := queueRun(&queueOptions{One: true, g: testGlobal(dir, "npu"), Out: &out, Now: time.Now}); err != nil {
 		t.Fatalf("gpu-hold queue -r npu: %v", err)
 	}
 	if !strings.Contains(out.String(), "npu: token free") {
@@ -107,7 +107,7 @@ func TestQueueCreatesNoStateDir(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("GPU_HOLD_DIR", "")
 	t.Setenv("XDG_STATE_HOME", state)
-	err := queueRun(&queueOptions{g: testGlobal("", "gpux"), Out: &bytes.Buffer{}, Now: time.Now})
+	err := queueRun(&queueOptions{One: true, g: testGlobal("", "gpux"), Out: &bytes.Buffer{}, Now: time.Now})
 	wantUnknown(t, err, "gpux", "gpu", "npu")
 	if got := entries(t, state); len(got) != 0 {
 		t.Errorf("gpu-hold queue created %q in $XDG_STATE_HOME", got)

@@ -112,6 +112,8 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdReap(g),
 		newCmdShow(g),
 		newCmdDoctor(g),
+		newCmdHistory(g),
+		newCmdWait(g),
 	)
 	return root
 }

@@ -88,6 +88,22 @@ func TestBadInputExitsUsage(t *testing.T) {
 		{"cancel 1 2", "one ticket number"},
 		{"cancel banana", `"banana" is not a ticket number`},
 		{"cancel -5", "'5'"}, // a negative number reads as flags
+		{"cancel --label a --user b", "one ticket number or hold id, or one of --label, --user"},
+		{"cancel 3 --label a", "one ticket number or hold id"},
+		{"cancel --user no-such-user-x", `--user "no-such-user-x" is neither a user name nor a uid`},
+		{"cancel 20261201T223356-1f2e3d4c", "no hold 20261201T223356-1f2e3d4c is waiting for or holds a token"},
+		{"cancel --label nobody", `no label "nobody" is waiting`},
+		// queue
+		{"queue -o ticket,lable", `-o: no column "lable": did you mean "label"?`},
+		// history
+		{"history extra", `"extra"`},
+		{"history -n -1", "-n must not be negative"},
+		{"history -r gpux", "gpux"},
+		// wait
+		{"wait", "wait takes one hold id"},
+		{"wait 42", `"42" is not a hold id`},
+		{"wait 20261201T223356-1f2e3d4c", "no hold 20261201T223356-1f2e3d4c is queued, holding, or on record"},
+		{"wait --timeout=-1s 20261201T223356-1f2e3d4c", "must not be negative"},
 		// reap
 		{"reap extra", `"extra"`},
 		{"reap --all=maybe", `"maybe"`},
