@@ -137,4 +137,3 @@ func exitOf(path, alt, id string) error {
 	}
 	return nil
 }
-
