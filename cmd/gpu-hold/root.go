@@ -99,7 +99,8 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 	root := newCmdRun(g, nil)
 	root.SilenceErrors = true
 	root.SilenceUsage = true
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = version()
+	root.SetVersionTemplate("gpu-hold {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
 	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")
@@ -115,5 +116,7 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdHistory(g),
 		newCmdWait(g),
 	)
+	root.AddCommand(newCmdMan(root))
+	setupCompletion(root, g)
 	return root
 }
