@@ -97,12 +97,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return h.res, err
 	}
 	granted := h.granted
+	stopLive := h.liveMetrics()
 	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, record.CauseError
 	}
 	// The record is complete before the token goes to the next ticket.
 	h.rec.close(&h.res, time.Now(), log)
+	stopLive()
 	if rerr := grant.Release(); rerr != nil {
 		log.Error().Err(rerr).Msg("releasing the token failed; the next hold takes it over when this process exits")
 	} else {
