@@ -157,4 +157,3 @@ func TestTerminalJSONDrawsNothing(t *testing.T) {
 func printable(s string) string {
 	return strings.NewReplacer("\x1b", `\e`, "\r\n", "\n", "\r", `\r`).Replace(s)
 }
-
