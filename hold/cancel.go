@@ -25,6 +25,14 @@ func endBy(sig syscall.Signal) (int, record.Cause) {
 	return ExitSignal(sig), record.CauseSignalled
 }
 
+// signalName names a signal the hold got for messages.
+func signalName(sig syscall.Signal) string {
+	if sig == CancelSignal {
+		return "a cancel (SIGUSR1, gpu-hold cancel)"
+	}
+	return sig.String()
+}
+
 // CancelRunning asks the running hold of ticket t to end. uid is the
 // canceller's: its owner or root only. The ticket is another user's input:
 // the process it names is signalled only if it is alive by identity, is a

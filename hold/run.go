@@ -231,7 +231,7 @@ func (h *holdRun) waitFailed(err error, got os.Signal) error {
 	case got != nil:
 		h.res.Signal = got.(syscall.Signal)
 		h.res.Code, h.res.Cause = endBy(h.res.Signal)
-		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
+		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", signalName(h.res.Signal), h.ticket.Seq)
 	case errors.As(err, &to):
 		to.Waited = o.Wait // the allowance as given, not as measured (1.000926287s)
 		h.res.Code, h.res.Cause = ExitQueue, record.CauseQueue

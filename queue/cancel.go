@@ -1,6 +1,6 @@
 // cancel.go owns removing a waiting ticket by number (`gpu-hold cancel`):
 // only its owner or root may, and a ticket that holds the token is not a
-// waiting ticket.
+// waiting ticket (a running hold is ended by signalling it: hold.CancelRunning).
 package queue
 
 import (
@@ -22,14 +22,14 @@ func (q *dirQueue) Cancel(seq uint64, uid int) error {
 		if e.name != "" {
 			return fmt.Errorf("%s/%s is not a valid ticket (see the warning): its owner or an admin should remove it by hand", q.path, name)
 		}
-		return fmt.Errorf("%w: ticket %d is not in the queue of %s (%s): see `gpu-hold queue -r %s`", ErrNoTicket, seq, q.resource, q.path, q.resource)
+		return tagged(ErrNoTicket, "ticket %d is not in the queue of %s (%s): see `gpu-hold queue -r %s`", seq, q.resource, q.path, q.resource)
 	}
 	if uid != 0 && uid != e.UID {
 		return tagged(ErrNotOwner, "%s belongs to another user: only its owner or root may cancel it", e.Describe())
 	}
 	if e.granted() {
 		if e.live {
-			return tagged(ErrHolding, "%s holds the token; cancel removes waiting tickets only: to end the hold, send its gpu-hold SIGTERM", e.Describe())
+			return tagged(ErrHolding, "%s took the token while it was being cancelled: run gpu-hold cancel again to end the running hold", e.Describe())
 		}
 		return tagged(ErrHolding, "%s held the token and died; its processes may still run: run `gpu-hold reap -r %s`", e.Describe(), q.resource)
 	}
