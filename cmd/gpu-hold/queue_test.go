@@ -128,3 +128,25 @@ func TestCancelNotANumber(t *testing.T) {
 		t.Errorf("cancel left %q in the queue dir", got)
 	}
 }
+
+// With no -r, the per-user default queue dir that nobody has used yet
+// lists nothing, is not created, and is no error; nor is history.
+func TestQueueAllOnFreshDir(t *testing.T) {
+	if _, err := os.Stat(hold.FleetDir); err == nil {
+		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default queue dir", hold.FleetDir)
+	}
+	state := t.TempDir()
+	t.Setenv("GPU_HOLD_DIR", "")
+	t.Setenv("XDG_STATE_HOME", state)
+	var out bytes.Buffer
+	if err := queueRun(&queueOptions{g: testGlobal("", "gpu"), Out: &out, Now: time.Now}); err != nil || !strings.Contains(out.String(), "every token is free") {
+		t.Errorf("queue: %v, %q", err, out.String())
+	}
+	out.Reset()
+	if err := historyRun(&historyOptions{g: testGlobal("", "gpu"), Out: &out, Warn: &out}); err != nil || out.String() != "no past holds on record\n" {
+		t.Errorf("history: %v, %q", err, out.String())
+	}
+	if got := entries(t, state); len(got) != 0 {
+		t.Errorf("created %q in $XDG_STATE_HOME", got)
+	}
+}
