@@ -42,6 +42,9 @@ func CancelRunning(t queue.Ticket, uid int) error {
 	if uid != 0 && uid != t.UID {
 		return fmt.Errorf("%s belongs to uid %d: only its owner or root may cancel it", t.Describe(), t.UID)
 	}
+	if t.HoldID == "" {
+		return fmt.Errorf("%s is not a hold (gpu-hold reap's ticket, say): not cancelled", t.Describe())
+	}
 	st, ok := proc.LiveStat(t.Holder)
 	if !ok {
 		return fmt.Errorf("the gpu-hold of %s is not running any more: nothing to cancel (if it died holding the token, run gpu-hold reap -r %s)", t.Describe(), t.Resource)

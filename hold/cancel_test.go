@@ -50,12 +50,13 @@ func TestCancelRunningRefuses(t *testing.T) {
 		uid    int
 		saying string
 	}{
-		{"not the owner", queue.Ticket{Seq: 1, UID: 61001, Holder: named}, 61002, "only its owner or root"},
-		{"not a gpu-hold", queue.Ticket{Seq: 1, UID: 0, Holder: other}, 0, "not a gpu-hold"},
-		{"reused pid", queue.Ticket{Seq: 1, UID: 0, Holder: proc.Ident{PID: named.PID, Start: named.Start + 1}}, 0, "not running any more"},
+		{"no hold id (a reap's ticket)", queue.Ticket{Seq: 1, UID: 0, Holder: named}, 0, "is not a hold"},
+		{"not the owner", queue.Ticket{Seq: 1, HoldID: "h", UID: 61001, Holder: named}, 61002, "only its owner or root"},
+		{"not a gpu-hold", queue.Ticket{Seq: 1, HoldID: "h", UID: 0, Holder: other}, 0, "not a gpu-hold"},
+		{"reused pid", queue.Ticket{Seq: 1, HoldID: "h", UID: 0, Holder: proc.Ident{PID: named.PID, Start: named.Start + 1}}, 0, "not running any more"},
 		// root cancelling uid 61001's ticket acts with 61001's authority:
 		// the kernel refuses to let it signal root's process.
-		{"another uid's process", queue.Ticket{Seq: 1, UID: 61001, Holder: named}, 0, "cannot signal"},
+		{"another uid's process", queue.Ticket{Seq: 1, HoldID: "h", UID: 61001, Holder: named}, 0, "cannot signal"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := CancelRunning(c.t, c.uid)
@@ -70,7 +71,7 @@ func TestCancelRunningRefuses(t *testing.T) {
 			}
 		})
 	}
-	if err := CancelRunning(queue.Ticket{Seq: 1, UID: 0, Holder: named}, 0); err != nil {
+	if err := CancelRunning(queue.Ticket{Seq: 1, HoldID: "h", UID: 0, Holder: named}, 0); err != nil {
 		t.Fatalf("the owner's own gpu-hold: %v", err)
 	}
 	h, _ := proc.Open(named)

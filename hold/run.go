@@ -74,6 +74,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// Signals from here on end the hold (while waiting: remove the ticket).
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, CancelSignal)
+	// A cancel that comes once the hold is over is ignored, not fatal
+	// (SIGUSR1's default): this defer runs after the Stop below.
+	defer signal.Ignore(CancelSignal)
 	defer signal.Stop(sigc)
 	signal.Ignore(syscall.SIGPIPE)
 
