@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -71,7 +72,7 @@ func (g *globalOpts) completeTickets(numbers bool) func(*cobra.Command, []string
 		}
 		var out []string
 		quiet := *g
-		quiet.Log = quiet.Log.Level(100) // completion must print nothing else
+		quiet.Log = zerolog.Nop() // completion must print nothing else
 		one := cmd.Flags().Changed("resource")
 		quiet.eachQueue(one, func(_ queue.Queue, st queue.Status) error {
 			v := viewOf(st, time.Now())
