@@ -6,7 +6,9 @@ package test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,7 +129,9 @@ func TestCancelWaitingByLabel(t *testing.T) {
 	a, _ := opsHolding(t, dir, mark, "gpu", "alpha", "--", "sleep", "300")
 	defer func() { a.Signal(syscall.SIGTERM); a.Wait(30 * time.Second) }()
 	b := newHold(t, dir, mark, "-l", "beta", "--track", "proc", "--", "true").Start()
-	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	st := qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	waiter := newHold(t, dir, mark, "wait", st.Waiters[0].HoldID).Start()
+	waitPidfd(t, waiter.Cmd.Process.Pid)
 	r := qCmd(t, dir, "cancel", "--label", "beta")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "cancelled waiting beta (ticket") {
 		t.Fatalf("cancel --label beta: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
@@ -135,7 +139,25 @@ func TestCancelWaitingByLabel(t *testing.T) {
 	if br := b.Wait(30 * time.Second); br.Code != 75 {
 		t.Errorf("the cancelled waiter exited %d, want 75", br.Code)
 	}
+	if wr := waiter.Wait(30 * time.Second); wr.Code != 125 || !strings.Contains(wr.Stderr, "ended before it took the token") {
+		t.Errorf("gpu-hold wait on a waiter that was cancelled: exit %d, want 125 saying it never held\n%s", wr.Code, wr.Stderr)
+	}
 	if st := qStatus(t, dir, "gpu"); st.Holder == nil || st.Holder.Label != "alpha" {
 		t.Errorf("cancel --label beta touched the holder: %+v", st)
 	}
+}
+
+// waitPidfd waits until process pid holds a pidfd: gpu-hold wait has found
+// the hold and waits on its gpu-hold.
+func waitPidfd(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		fds, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "fd", "*"))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fd); l == "anon_inode:[pidfd]" {
+				return
+			}
+		}
+	}
+	t.Fatalf("gpu-hold wait (pid %d) never opened a pidfd", pid)
 }

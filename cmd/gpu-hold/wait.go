@@ -69,7 +69,11 @@ func waitRun(opts *waitOptions) error {
 		if err := awaitHolder(t, opts.Timeout); err != nil {
 			return err
 		}
-		return exitOf(record.RecordPath(filepath.Join(dir, t.Resource), opts.HoldID), t.Record, opts.HoldID)
+		path := record.RecordPath(filepath.Join(dir, t.Resource), opts.HoldID)
+		if t.Granted.IsZero() && !exists(path) && (t.Record == "" || !exists(t.Record)) {
+			return usageErr("hold %s ended before it took the token (cancelled, its -w ran out, or signalled while waiting): it has no record, so its exit code is not known", opts.HoldID)
+		}
+		return exitOf(path, t.Record, opts.HoldID)
 	}
 	// Ended already: its record, in any resource's records directory.
 	res := []string{opts.g.Resource}
@@ -137,3 +141,5 @@ func exitOf(path, alt, id string) error {
 	}
 	return nil
 }
+
+func exists(path string) bool { _, err := os.Lstat(path); return err == nil }
