@@ -1,11 +1,14 @@
 // completion.go owns dynamic shell completion (cobra's completion command,
 // for bash, zsh and fish): resources for -r, ticket numbers and hold ids
-// for cancel, hold ids for wait and show, and the known values of every
+// for cancel, hold ids for wait, the records' hold ids for show, and the known values of every
 // flag that takes one of a set.
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // setupCompletion registers the completions on root and its subcommands.
@@ -28,6 +32,8 @@ func setupCompletion(root *cobra.Command, g *globalOpts) {
 			c.ValidArgsFunction = g.completeTickets(true)
 		case "wait":
 			c.ValidArgsFunction = g.completeTickets(false)
+		case "show":
+			c.ValidArgsFunction = g.completeRecords
 		}
 	}
 	root.PersistentFlags().VisitAll(func(f *pflag.Flag) { completeChoices(root, f) })
@@ -89,4 +95,24 @@ func (g *globalOpts) completeTickets(numbers bool) func(*cobra.Command, []string
 		})
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// completeRecords completes show's RECORD with the hold ids of -r's
+// records directory, newest first, and files.
+func (g *globalOpts) completeRecords(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	dir, err := hold.FindDir(g.Dir)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveDefault
+	}
+	ents, _ := os.ReadDir(filepath.Dir(record.RecordPath(filepath.Join(dir, g.Resource), "x")))
+	var out []string
+	for i := len(ents) - 1; i >= 0; i-- {
+		if id, ok := strings.CutSuffix(ents[i].Name(), ".jsonl"); ok && ents[i].Type().IsRegular() {
+			out = append(out, id)
+		}
+	}
+	return out, cobra.ShellCompDirectiveDefault
 }

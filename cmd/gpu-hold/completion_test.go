@@ -37,6 +37,7 @@ func TestCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Cancel()
+	pastRecord(t, dir, "fpga", "20261201T100000-00000009", "old", time.Now(), self, nil, "")
 	for _, c := range []struct {
 		args string
 		want []string
@@ -49,6 +50,7 @@ func TestCompletion(t *testing.T) {
 		{"__complete wait ", []string{"20261201T223356-1f2e3d4c\tfpga waiting bench"}},
 		{"__complete cancel -r fpga ", []string{"20261201T223356-1f2e3d4c\t", "1\tfpga waiting bench"}},
 		{"__complete qu", []string{"queue"}},
+		{"__complete show -r fpga ", []string{"20261201T100000-00000009"}},
 	} {
 		args := strings.Fields(c.args)
 		if strings.HasSuffix(c.args, " ") || strings.HasSuffix(c.args, "=") {
