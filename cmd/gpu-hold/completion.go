@@ -1,7 +1,7 @@
 // completion.go owns dynamic shell completion (cobra's completion command,
 // for bash, zsh and fish): resources for -r, ticket numbers and hold ids
-// for cancel, hold ids for wait, the records' hold ids for show, and the known values of every
-// flag that takes one of a set.
+// for cancel, hold ids for wait, the records' hold ids for show, and the
+// known values of every flag that takes one of a set.
 package main
 
 import (
