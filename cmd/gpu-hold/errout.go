@@ -51,14 +51,15 @@ func jsonLogArg(args []string) bool {
 // line writes gpu-hold's final error, msg, with the exit code it ends in.
 func (e errOut) line(msg string, code int) {
 	if e.json {
-		b, _ := json.Marshal(struct {
+		enc := json.NewEncoder(e.w) // one line, & < > as themselves
+		enc.SetEscapeHTML(false)
+		enc.Encode(struct {
 			Level    string `json:"level"`
 			Prog     string `json:"prog"`
 			ExitCode int    `json:"exit_code"`
 			Time     string `json:"time"`
 			Message  string `json:"message"`
 		}{"error", "gpu-hold", code, time.Now().Format(time.RFC3339Nano), msg})
-		fmt.Fprintf(e.w, "%s\n", b)
 	} else {
 		fmt.Fprintln(e.w, "gpu-hold: "+msg)
 	}

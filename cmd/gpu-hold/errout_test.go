@@ -37,6 +37,7 @@ func TestFinalErrorJSON(t *testing.T) {
 		{"--log-format", "json", "-t", "soon", "--", "true"}, // cobra's flag error
 		{"--log-format", "json", "--bogus", "--", "true"},
 		{"--log-format", "json", "cancel", "banana"}, // a command's own usage error
+		{"--log-format", "json", "cancel", "<&>"},
 	} {
 		var b bytes.Buffer
 		root := newRootCmd(&globalOpts{})
@@ -48,6 +49,9 @@ func TestFinalErrorJSON(t *testing.T) {
 		}
 		if m["level"] != "error" || m["exit_code"] != float64(code) || code != 125 || m["message"] == "" {
 			t.Errorf("%q: exit %d, line %v", args, code, m)
+		}
+		if strings.Contains(b.String(), `\u00`) {
+			t.Errorf("%q: HTML-escaped: %s", args, b.String())
 		}
 	}
 }
