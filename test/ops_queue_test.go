@@ -100,10 +100,11 @@ wait
 	}
 	hr := h.Wait(30 * time.Second)
 	requireEnd(t, hr, 77, false)
-	requireNoneLeft(t, mark)
+	// (the waiter carries the mark too: it goes first.)
 	if wr := waiter.Wait(30 * time.Second); wr.Code != 77 {
 		t.Errorf("gpu-hold wait %s exited %d, want the hold's 77\n%s", tk.HoldID, wr.Code, wr.Stderr)
 	}
+	requireNoneLeft(t, mark)
 	doc := showJSON(t, tk.Record)
 	if doc.Hold.Cause != "cancelled" {
 		t.Errorf("record cause %q, want cancelled", doc.Hold.Cause)
