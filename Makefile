@@ -22,8 +22,10 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
 .PHONY: build test test-kernels bench generate run clean man completions install uninstall deb
 
+# -buildvcs=auto: --version names the commit (a GOFLAGS=-buildvcs=false
+# in the environment would drop it), and a tree without git still builds.
 build:
-	$(GO) build -o $(BIN) ./cmd/gpu-hold
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/gpu-hold
 
 # The test command (README, .ci/run). As root it really loads the eBPF
 # tracker; with GPU_HOLD_REQUIRE_BPF=1 (set by .ci/run) a host that cannot
