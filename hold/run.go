@@ -93,6 +93,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if h.devices, err = devicePatterns(&o); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
+	if err := h.resolvePool(); err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
 
 	grant, err := h.acquire(ctx, sigc)
 	if err != nil {
@@ -101,6 +104,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	granted := h.granted
 	stopLive := h.liveMetrics()
+	h.contended = h.contendedOf(grant)
 	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, record.CauseError
@@ -151,6 +155,10 @@ type holdRun struct {
 	granted       time.Time       // when the token was taken (zero: never)
 	// cg is the payload's cgroup, if any.
 	cg *cgroup.Cgroup
+	// pool is the pool side of the hold (pool.go).
+	pool poolHold
+	// contended is closed when a yielding hold must give way (yield.go).
+	contended <-chan struct{}
 }
 
 // acquire takes a ticket, waits for the token (event-driven) and ends the
@@ -159,10 +167,6 @@ type holdRun struct {
 // from the moment the token is taken.
 func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant, error) {
 	o, log := &h.o, h.o.Log
-	q, err := queue.OpenDir(o.Dir, o.Resource, queue.DirOptions{Warn: func(msg string) { log.Warn().Msg(msg) }})
-	if err != nil {
-		return nil, &Error{Code: ExitUsage, Err: err}
-	}
 	self, err := proc.Self()
 	if err != nil {
 		return nil, failf(ExitUsage, "cannot read own identity from /proc: %v", err)
@@ -170,9 +174,9 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	host, _ := os.Hostname()
 	h.queued = time.Now()
 	h.res.Record = recordPath(o, h.id)
-	w, err := q.Enqueue(queue.Ticket{
+	w, err := h.enqueue(queue.Ticket{
 		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
-		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, MaxHold: o.MaxHold,
+		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield, MaxHold: o.MaxHold,
 	})
 	if err != nil {
 		return nil, &Error{Code: ExitUsage, Err: err}
@@ -213,6 +217,11 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited_ms", time.Since(h.queued)).Msg("token taken")
 	h.granted = time.Now()
 	h.rec.open(h, h.granted)
+	if err := h.poolGranted(); err != nil {
+		h.rec.close(&h.res, time.Now(), log)
+		grant.Release()
+		return nil, &Error{Code: ExitUsage, Err: err}
+	}
 	err = h.reapDead(wctx, grant)
 	if sig := signalled(); err != nil || sig != nil {
 		// A signal while reaping ends the hold before its payload runs.

@@ -32,7 +32,7 @@ import (
 // A hold may report others.
 var knownCauses = []string{string(record.CauseExited), string(record.CauseSignal), string(record.CauseMaxHold), string(record.CauseSignalled),
 	string(record.CauseMemFloor), string(record.CauseQueue), string(record.CauseExecFailed), string(record.CauseDeviceHolders), string(record.CauseError),
-	string(record.CauseCancelled)}
+	string(record.CauseCancelled), string(record.CauseYielded)}
 
 // causeUnknown counts a hold that gave no cause.
 const causeUnknown = "unknown"

@@ -27,7 +27,7 @@ func (q *dirQueue) Cancel(seq uint64, uid int) error {
 	if uid != 0 && uid != e.UID {
 		return tagged(ErrNotOwner, "%s belongs to another user: only its owner or root may cancel it", e.Describe())
 	}
-	if e.granted() {
+	if e.granted() || len(e.Devices) > 0 { // a running pool ticket holds devices
 		if e.live {
 			return tagged(ErrHolding, "%s took the token while it was being cancelled: run gpu-hold cancel again to end the running hold", e.Describe())
 		}

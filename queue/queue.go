@@ -33,6 +33,17 @@ type Ticket struct {
 	MaxHold time.Duration `json:"max_hold_ns,omitempty"`
 	// Granted is set on the holder's entry once it took the token.
 	Granted time.Time `json:"granted,omitzero"` // omitzero: a waiter has none
+	// Pool holds (pool.go): Count devices asked; Bound, the hold's tenure
+	// bound once granted (0: none); Devices, the pool indices a running
+	// pool ticket holds (shown, never believed); PoolSeq, on a device's
+	// ticket, the pool ticket it was taken for.
+	Count   int           `json:"count,omitempty"`
+	Bound   time.Duration `json:"bound_ns,omitempty"`
+	Devices []int         `json:"devices,omitempty"`
+	PoolSeq uint64        `json:"pool_seq,omitempty"`
+	// Yield: the ticket gives way to every other ticket (yield.go). It
+	// changes only this ticket's own treatment.
+	Yield bool `json:"yield,omitempty"`
 }
 
 // Queue is one resource's queue. The directory backend is the first; a
@@ -83,10 +94,19 @@ type Grant interface {
 	Release() error
 }
 
+// Contender is the optional interface of a Grant of a yielding ticket:
+// Contended is closed once a ticket that does not yield waits for the
+// token (nil for a ticket that does not yield: it never fires).
+type Contender interface {
+	Contended() <-chan struct{}
+}
+
 // Position is what a waiter knows about its place.
 type Position struct {
 	Ahead  int     // tickets ahead of ours, excluding the holder
 	Holder *Ticket // current holder, if any
+	// Waiting says what a pool ticket waits for (empty for a token).
+	Waiting string
 }
 
 // Status is a snapshot of a queue.

@@ -46,12 +46,13 @@ func manSections() []mangen.Section {
   %d   the max hold ran out
   %d    the queue never came round within the wait allowance, or the ticket was removed
   %d    gpu-hold cancel ended the running hold
+  %d    a --yield hold gave the token to a job that queued
   %d    available memory fell below --mem-floor
   %d    --device-holders=fail and a process outside the lineage still held the device
   %d   usage error, or gpu-hold's own failure
   %d   the payload could not be executed
   %d   the payload was not found`,
-		hold.ExitMaxHold, hold.ExitQueue, hold.ExitCancelled, hold.ExitMemFloor, hold.ExitDeviceHolders, hold.ExitUsage, hold.ExitNotExecutable, hold.ExitNotFound)
+		hold.ExitMaxHold, hold.ExitQueue, hold.ExitCancelled, hold.ExitYielded, hold.ExitMemFloor, hold.ExitDeviceHolders, hold.ExitUsage, hold.ExitNotExecutable, hold.ExitNotFound)
 	return []mangen.Section{
 		{Title: "Exit status", Body: codes},
 		{Title: "Environment", Body: `  GPU_HOLD_DIR            the queue directory (as --dir)

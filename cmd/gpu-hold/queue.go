@@ -44,13 +44,15 @@ the holder of each token, the holders that died without releasing (not yet reape
 waiting tickets in order. Columns:
 
   RESOURCE POS TICKET STATE LABEL USER HOST PID   where it is, whose it is
+  DEVICES   of a pool hold: the devices it holds, or how many it wants
   TIME      how long the holder has held the token
   LEFT      until its --max-hold runs out (none: no limit)
   WAIT      how long a ticket has waited (a holder: how long it waited)
   HOLD_ID   the hold's id (gpu-hold show, wait, cancel take it)
   COMMAND
 
--o picks and orders the columns by name (-o ticket,user,left). A ticket number, hold id,
+-o picks and orders the columns by name (-o ticket,user,left). -r of a pool resource lists
+its devices, each with its holder, then the pool's tickets. A ticket number, hold id,
 label or user is what gpu-hold cancel takes. It creates nothing: an unknown -r is an error
 (exit 125) that lists the known resources.`,
 		Example: `  gpu-hold queue
@@ -120,6 +122,11 @@ func (g *globalOpts) findDir() (string, error) {
 func (g *globalOpts) warn(msg string) { g.Log.Warn().Msg(msg) }
 
 func queueRun(opts *queueOptions) error {
+	if opts.One { // a pool resource named by -r: its devices and pool tickets
+		if done, err := poolQueue(opts); done {
+			return err
+		}
+	}
 	if opts.Columns == "" {
 		opts.Columns = defaultColumns
 	}

@@ -47,6 +47,10 @@ type ticketView struct {
 	WaitMS   int64      `json:"wait_ms"`            // waiting: so far; holding: until the token came
 	HoldID   string     `json:"hold_id,omitempty"`
 	Record   string     `json:"record,omitempty"`
+	// Count and Devices: of a pool hold, the devices wanted and held
+	// (pool indices, as the holder says them: shown, not believed).
+	Count   int   `json:"count,omitempty"`
+	Devices []int `json:"devices,omitempty"`
 }
 
 // viewOf is status st as views, now.
@@ -67,7 +71,8 @@ func viewOf(st queue.Status, now time.Time) resourceView {
 
 func ticketOf(res string, t queue.Ticket, state string, pos int, now time.Time) ticketView {
 	v := ticketView{Resource: res, Ticket: t.Seq, State: state, Position: pos, Label: t.Label, User: userName(t.UID), UID: t.UID,
-		Host: t.Host, Process: t.Holder, Cmd: t.Cmd, Created: t.Created, Granted: t.Granted, HoldID: t.HoldID, Record: t.Record}
+		Host: t.Host, Process: t.Holder, Cmd: t.Cmd, Created: t.Created, Granted: t.Granted, HoldID: t.HoldID, Record: t.Record,
+		Count: t.Count, Devices: t.Devices}
 	if t.MaxHold > 0 {
 		v.MaxHold = t.MaxHold.String()
 	}
@@ -113,6 +118,15 @@ var columns = []column{
 	{"user", func(t ticketView) string { return cell(t.User, 16) }},
 	{"host", func(t ticketView) string { return cell(t.Host, 20) }},
 	{"pid", func(t ticketView) string { return strconv.Itoa(t.Process.PID) }},
+	{"devices", func(t ticketView) string {
+		switch {
+		case len(t.Devices) > 0:
+			return indices(t.Devices)
+		case t.Count > 1:
+			return strconv.Itoa(t.Count) + " wanted"
+		}
+		return "-"
+	}},
 	{"time", func(t ticketView) string { return msAge(t.UsedMS) }},
 	{"left", func(t ticketView) string {
 		if t.State != "holding" {
@@ -128,7 +142,7 @@ var columns = []column{
 	{"command", func(t ticketView) string { return command(t.Cmd) }},
 }
 
-const defaultColumns = "resource,pos,ticket,state,label,user,host,pid,time,left,wait,hold_id,command"
+const defaultColumns = "resource,pos,ticket,state,label,user,host,pid,devices,time,left,wait,hold_id,command"
 
 // pickColumns reads -o: column names separated by commas.
 func pickColumns(spec string) ([]column, error) {

@@ -113,6 +113,7 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdReap(g),
 		newCmdShow(g),
 		newCmdDoctor(g),
+		newCmdGuard(g),
 		newCmdHistory(g),
 		newCmdWait(g),
 	)
