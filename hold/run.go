@@ -153,6 +153,7 @@ type holdRun struct {
 	lost          uint64          // events the tracker lost
 	memSource     memfloor.Source // nil: /proc/meminfo
 	granted       time.Time       // when the token was taken (zero: never)
+	fence         queue.Fenced    // the grant, when its token can be lost (etcd)
 	// cg is the payload's cgroup, if any.
 	cg *cgroup.Cgroup
 	// pool is the pool side of the hold (pool.go).
@@ -171,15 +172,15 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	if err != nil {
 		return nil, failf(ExitUsage, "cannot read own identity from /proc: %v", err)
 	}
-	host, _ := os.Hostname()
+	host := TicketHost()
 	h.queued = time.Now()
 	h.res.Record = recordPath(o, h.id)
-	w, err := h.enqueue(queue.Ticket{
+	w, err := h.enqueue(ctx, queue.Ticket{
 		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
 		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield, MaxHold: o.MaxHold,
 	})
 	if err != nil {
-		return nil, &Error{Code: ExitUsage, Err: err}
+		return nil, enqueueFailed(err)
 	}
 	h.ticket = w.Ticket()
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Str("label", o.Label).Msg("waiting for the token")
@@ -222,6 +223,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		grant.Release()
 		return nil, &Error{Code: ExitUsage, Err: err}
 	}
+	h.fenced(grant)
 	err = h.reapDead(wctx, grant)
 	if sig := signalled(); err != nil || sig != nil {
 		// A signal while reaping ends the hold before its payload runs.

@@ -101,6 +101,21 @@ type Contender interface {
 	Contended() <-chan struct{}
 }
 
+// Fenced is a Grant whose token can be lost while held (the etcd backend's
+// lease): Lost is closed-and-ready once the token is no longer ours, and
+// Fence is the token's fencing number (it grows with every grant). The
+// directory backend's token cannot be lost and does not implement it.
+type Fenced interface {
+	Lost() <-chan LostInfo
+	Fence() int64
+}
+
+// LostInfo says when the holder knew the token was lost, and why.
+type LostInfo struct {
+	At     time.Time
+	Reason string
+}
+
 // Position is what a waiter knows about its place.
 type Position struct {
 	Ahead  int     // tickets ahead of ours, excluding the holder
@@ -113,6 +128,7 @@ type Position struct {
 type Status struct {
 	Resource string   `json:"resource"`
 	Holder   *Ticket  `json:"holder,omitempty"`
+	Holders  []Ticket `json:"holders,omitempty"` // further holders, where a budget allows more than one
 	Waiters  []Ticket `json:"waiters"`
 	Dead     []Ticket `json:"dead,omitempty"`    // holders that died and are not yet reaped
 	Skipped  []string `json:"skipped,omitempty"` // files in the directory that are not ours (reported, ignored)

@@ -139,6 +139,8 @@ type HoldInfo struct {
 	// Reaped lists the dead holders' lineages this hold ended before its
 	// own payload started.
 	Reaped []ReapedHold `json:"reaped,omitempty"`
+	// Lease is the fleet queue's account of the token (etcd backend only).
+	Lease *LeaseInfo `json:"lease,omitempty"`
 }
 
 // Usage is a process's own CPU time and peak memory (getrusage

@@ -178,6 +178,9 @@ func tickets(st queue.Status) []stateTicket {
 	if st.Holder != nil {
 		out = append(out, stateTicket{*st.Holder, "holding"})
 	}
+	for _, h := range st.Holders {
+		out = append(out, stateTicket{h, "holding"})
+	}
 	for _, w := range st.Waiters {
 		out = append(out, stateTicket{w, "waiting"})
 	}

@@ -45,6 +45,7 @@ func manSections() []mangen.Section {
   128+S the payload was killed by signal S; or the hold itself got TERM, INT or HUP (143, 130, 129), after its teardown
   %d   the max hold ran out
   %d    the queue never came round within the wait allowance, or the ticket was removed
+  %d    the etcd lease was lost while holding (--queue etcd://): the payload was ended
   %d    gpu-hold cancel ended the running hold
   %d    a --yield hold gave the token to a job that queued
   %d    available memory fell below --mem-floor
@@ -52,7 +53,7 @@ func manSections() []mangen.Section {
   %d   usage error, or gpu-hold's own failure
   %d   the payload could not be executed
   %d   the payload was not found`,
-		hold.ExitMaxHold, hold.ExitQueue, hold.ExitCancelled, hold.ExitYielded, hold.ExitMemFloor, hold.ExitDeviceHolders, hold.ExitUsage, hold.ExitNotExecutable, hold.ExitNotFound)
+		hold.ExitMaxHold, hold.ExitQueue, hold.ExitLeaseLost, hold.ExitCancelled, hold.ExitYielded, hold.ExitMemFloor, hold.ExitDeviceHolders, hold.ExitUsage, hold.ExitNotExecutable, hold.ExitNotFound)
 	return []mangen.Section{
 		{Title: "Exit status", Body: codes},
 		{Title: "Environment", Body: `  GPU_HOLD_DIR            the queue directory (as --dir)

@@ -76,6 +76,9 @@ label or user is what gpu-hold cancel takes. It creates nothing: an unknown -r i
 // openQueue opens the resource's queue for a command that queues (it
 // creates the resource dir when missing).
 func (g *globalOpts) openQueue() (queue.Queue, error) {
+	if q, ok, err := g.openFleet(); ok {
+		return q, err
+	}
 	dir, err := g.queueDir()
 	if err != nil {
 		return nil, err
@@ -92,6 +95,9 @@ func (g *globalOpts) openQueue() (queue.Queue, error) {
 // configured resource that has no directory yet (nobody queued for it) is
 // a nil queue; an unknown one is a usage error that lists the known ones.
 func (g *globalOpts) openQueueRead() (queue.Queue, error) {
+	if q, ok, err := g.openFleet(); ok {
+		return q, err
+	}
 	dir, err := g.findDir()
 	if err != nil {
 		return nil, err
@@ -209,7 +215,10 @@ func mine(v resourceView, uid int) resourceView {
 	if v.Holding != nil && v.Holding.UID != uid {
 		v.Holding = nil
 	}
-	v.Waiting, v.Dead = keep(v.Waiting), keep(v.Dead)
+	v.Waiting, v.Dead, v.AlsoHolding = keep(v.Waiting), keep(v.Dead), keep(v.AlsoHolding)
+	if len(v.AlsoHolding) == 0 {
+		v.AlsoHolding = nil
+	}
 	if len(v.Dead) == 0 {
 		v.Dead = nil
 	}

@@ -20,11 +20,14 @@ type queueDoc struct {
 }
 
 type resourceView struct {
-	Resource string       `json:"resource"`
-	Holding  *ticketView  `json:"holding"` // null: the token is free
-	Waiting  []ticketView `json:"waiting"`
-	Dead     []ticketView `json:"dead,omitempty"` // died holding, not yet reaped
-	Skipped  []string     `json:"skipped,omitempty"`
+	Resource string      `json:"resource"`
+	Holding  *ticketView `json:"holding"` // null: the token is free
+	// AlsoHolding are further holders, where the queue's budget allows
+	// more than one at once (etcd).
+	AlsoHolding []ticketView `json:"also_holding,omitempty"`
+	Waiting     []ticketView `json:"waiting"`
+	Dead        []ticketView `json:"dead,omitempty"` // died holding, not yet reaped
+	Skipped     []string     `json:"skipped,omitempty"`
 }
 
 // ticketView is one ticket. Times are RFC 3339; durations carry their unit.
@@ -59,6 +62,9 @@ func viewOf(st queue.Status, now time.Time) resourceView {
 	if st.Holder != nil {
 		t := ticketOf(st.Resource, *st.Holder, "holding", 0, now)
 		v.Holding = &t
+	}
+	for _, h := range st.Holders {
+		v.AlsoHolding = append(v.AlsoHolding, ticketOf(st.Resource, h, "holding", 0, now))
 	}
 	for i, w := range st.Waiters {
 		v.Waiting = append(v.Waiting, ticketOf(st.Resource, w, "waiting", i+1, now))
@@ -95,6 +101,7 @@ func (v resourceView) rows() []ticketView {
 	if v.Holding != nil {
 		out = append(out, *v.Holding)
 	}
+	out = append(out, v.AlsoHolding...)
 	return append(out, v.Waiting...)
 }
 

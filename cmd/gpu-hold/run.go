@@ -69,6 +69,7 @@ still holds the device, writes a record, and only then releases the token.`,
 	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write node_exporter textfile metrics for the resource here")
 	f.BoolVar(&o.Yield, "yield", false, "serve keeper: take the token only while no job waits, and give it up (exit 79) as soon as one queues")
 	f.BoolVar(&o.Restart, "restart", false, "with --yield: queue again after each end, until a signal")
+	addLostGraceFlag(f, o)
 	return cmd
 }
 
@@ -94,6 +95,9 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		return usageErr("%v", err)
 	}
 	o.MemFloor = floor
+	if o.Etcd, err = g.etcdConfig(); err != nil {
+		return err
+	}
 	if err := o.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
