@@ -172,6 +172,11 @@ func (g *globalOpts) statuses(one bool, now time.Time) ([]resourceView, error) {
 // the queue dir.
 func (g *globalOpts) eachQueue(one bool, fn func(q queue.Queue, st queue.Status) error) error {
 	res := []string{g.Resource}
+	if c, err := g.etcdConfig(); err != nil {
+		return err
+	} else if c != nil {
+		one = true // the etcd queue is listed one resource at a time (-r)
+	}
 	if !one {
 		dir, err := g.findDir()
 		if err != nil {
