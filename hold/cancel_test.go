@@ -71,11 +71,16 @@ func TestCancelRunningRefuses(t *testing.T) {
 			}
 		})
 	}
+	// Opened before the cancel: once it is dead, Open refuses it.
+	h, err := proc.Open(named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
 	if err := CancelRunning(queue.Ticket{Seq: 1, HoldID: "h", UID: 0, Holder: named}, 0); err != nil {
 		t.Fatalf("the owner's own gpu-hold: %v", err)
 	}
-	h, _ := proc.Open(named)
-	if h == nil || !h.WaitExit(10*time.Second) {
+	if !h.WaitExit(10 * time.Second) {
 		t.Error("SIGUSR1 did not reach the owner's gpu-hold")
 	}
 }
