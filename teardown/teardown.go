@@ -67,7 +67,6 @@ type Teardown struct {
 	denied   map[proc.Ident]proc.Stat
 	selfPID  int
 	selfPGID int
-	bounded  bool // the last pass read the kernel's accounts, not a walk (bounded.go)
 }
 
 // Outcome is what a teardown did.
@@ -101,13 +100,9 @@ func (td *Teardown) targets() map[proc.Ident]proc.Stat {
 		}
 		set[st.Ident] = st
 	}
-	snap, bounded := td.boundedSnapshot()
-	td.bounded = bounded
-	if !bounded {
-		var err error
-		if snap, err = proc.TakeSnapshot(); err != nil {
-			td.Log.Warn().Err(err).Msg("cannot walk /proc; ending what the tracker and cgroup name")
-		}
+	snap, err := proc.TakeSnapshot()
+	if err != nil {
+		td.Log.Warn().Err(err).Msg("cannot walk /proc; ending what the tracker and cgroup name")
 	}
 	if td.Tracker != nil {
 		for _, st := range td.Tracker.LiveIn(snap) {
@@ -301,20 +296,7 @@ func (td *Teardown) term(r *run) {
 			td.send(r.w, id, syscall.SIGCONT)
 		}
 	}
-	grouped := td.termGroup()
-	for id, st := range r.live {
-		if grouped && st.PGID == td.PGID {
-			// TERMed with the whole group: watched for its exit only.
-			if r.w != nil {
-				if h := r.w.add(id); h != nil && !r.w.watched(h) {
-					h.Close()
-				}
-			}
-			r.out.Termed++
-			r.pending[id] = true
-			r.termed[id] = true
-			continue
-		}
+	for id := range r.live {
 		if td.send(r.w, id, syscall.SIGTERM) {
 			r.out.Termed++
 			r.pending[id] = true
