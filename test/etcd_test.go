@@ -122,7 +122,7 @@ func TestEtcdStoppedMidHold(t *testing.T) {
 	s := etcdtest.Start(t)
 	useEtcd(t, dir, s)
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--", "sleep", "60").Start()
-	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	waitLogged(t, a, "payload started")
 	s.Kill()
 	t0 := time.Now()
 	r := a.Wait(60 * time.Second)
@@ -179,7 +179,7 @@ func TestEtcdHolderFrozen(t *testing.T) {
 	ticks, log := filepath.Join(scratch, "ticks"), filepath.Join(scratch, "inside.log")
 	a := newHold(t, dir, mark, append([]string{"-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--"},
 		sh(fmt.Sprintf(`while :; do date +%%s%%N >> %q; sleep 0.05; done`, ticks))...)...).Start()
-	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	waitLogged(t, a, "payload started")
 	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, qPayload(log, "beta", "")...)...).Start()
 	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
 	a.Signal(syscall.SIGSTOP)
@@ -243,6 +243,7 @@ func TestEtcdForgedHeldKey(t *testing.T) {
 	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=2&budget=2"})
 	t.Cleanup(func() { queueEnvs.Delete(dir) })
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60").Start()
+	waitLogged(t, a, "payload started")
 	st := qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
 	host, _ := os.Hostname()
 	forged := queue.Ticket{Resource: "gpu", Label: "forged", UID: 0, Host: host, HoldID: st.Holder.HoldID,
@@ -286,7 +287,7 @@ func TestEtcdReap(t *testing.T) {
 	dir, mark := t.TempDir(), newMark(t)
 	useEtcd(t, dir, etcdtest.Start(t))
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60").Start()
-	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	waitLogged(t, a, "payload started")
 	a.Signal(syscall.SIGKILL)
 	a.Wait(30 * time.Second)
 	qWaitFor(t, dir, "gpu", "alpha's lease gone", func(st queue.Status) bool { return st.Holder == nil && len(st.Dead) == 1 })
@@ -303,4 +304,17 @@ func TestEtcdReap(t *testing.T) {
 	if st := qStatus(t, dir, "gpu"); len(st.Dead) != 0 || st.Holder != nil {
 		t.Errorf("queue after the reap: %+v", st)
 	}
+}
+
+// waitLogged waits (a bound for "did not hang") until h logged msg.
+func waitLogged(t *testing.T, h *hold, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, m := range qLogs(h.Stderr()) {
+			if m["message"] == msg {
+				return
+			}
+		}
+	}
+	t.Fatalf("%v never logged %q:\n%s", h.Args, msg, h.Stderr())
 }

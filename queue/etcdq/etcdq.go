@@ -31,6 +31,7 @@ type Queue struct {
 	resource string
 	cli      *clientv3.Client
 	warn     func(string)
+	agreed   bool // cfg.Budget is the fleet's (budget.go)
 }
 
 // Open makes the client for resource's queue. It does not contact etcd:

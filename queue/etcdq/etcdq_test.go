@@ -247,3 +247,33 @@ func TestDeadHolderSameHostOnly(t *testing.T) {
 		})
 	}
 }
+
+// The first hold's budget is the fleet's: a hold that names another is
+// refused (it could let more holders in than the others allow), and one
+// that names none takes it.
+func TestBudgetAgreed(t *testing.T) {
+	s := etcdtest.Start(t)
+	q2 := open(t, s, "/agree", 2, "h1")
+	w := enqueue(t, q2, "a")
+	defer w.Cancel()
+	q1 := open(t, s, "/agree", 1, "h1")
+	if _, err := q1.Enqueue(ticket("b")); err == nil || !strings.Contains(err.Error(), "budget") {
+		t.Fatalf("a hold naming budget 1 where the fleet's is 2: %v", err)
+	}
+	var c Config
+	c.ParseURL(s.URL("/agree"))
+	c.TTLSec = 2
+	q, err := Open(c, "gpu", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	w2, err := q.Enqueue(ticket("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Cancel()
+	if q.cfg.Budget != 2 {
+		t.Fatalf("a hold naming no budget has %d, want the fleet's 2", q.cfg.Budget)
+	}
+}

@@ -48,6 +48,9 @@ func (q *Queue) enqueue(ctx context.Context, t queue.Ticket) (*waiter, error) {
 	if t.Host == "" {
 		t.Host = q.cfg.Host
 	}
+	if err := q.agreeBudget(ctx, true); err != nil {
+		return nil, err
+	}
 	s, err := newSession(ctx, q.cli, q.cfg.TTL)
 	if err != nil {
 		return nil, unreachable(&q.cfg, err)
