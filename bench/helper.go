@@ -81,6 +81,8 @@ func helperMain(args []string) {
 		fmt.Fprintf(f, "%s end %d\n", arg(a, 1), time.Now().UnixNano())
 		f.Close()
 		return
+	case "opener": // PATH RATE OUTFILE: open PATH RATE times a second until TERM; write the count
+		openLoop(arg(a, 0), atoi(arg(a, 1)), arg(a, 2))
 	case "gate": // READY GATE: write READY, then return once GATE exists
 		writeFile(arg(a, 0), strconv.FormatInt(time.Now().UnixNano(), 10))
 		for {

@@ -24,6 +24,8 @@ type Results struct {
 	Teardown  []TeardownCase  `json:"teardown,omitempty"`
 	Storm     *StormResult    `json:"storm,omitempty"`
 	Footprint []FootprintMode `json:"footprint,omitempty"`
+	Pool      *PoolResult     `json:"pool,omitempty"`
+	Guard     []GuardCost     `json:"guard,omitempty"`
 	Errors    []string        `json:"errors,omitempty"`
 }
 
@@ -144,6 +146,7 @@ func (b *bench) targets() []Target {
 	} else {
 		none("`gpu-hold --track=proc -- true`", "<= 3x flock+timeout+true", "section not run")
 	}
+	ts = append(ts, poolTargets(r.Pool)...)
 	for i := range ts {
 		if strings.Contains(ts[i].Got, "n/a") && ts[i].Status == "missed" {
 			ts[i].Status = "not measured"
@@ -359,6 +362,17 @@ func (b *bench) markdown() string {
 				p("BPF maps' memory: %s.", f.MapsSource)
 				break
 			}
+		}
+	}
+
+	poolMarkdown(p, r.Pool)
+	if len(r.Guard) > 0 {
+		p("")
+		p("### 7. Guard")
+		intro("`gpu-hold guard -r fake --period 2s` on this host (its processes are what each scan reads), CPU time of the guard's process (user+sys) over the window, extrapolated to an hour; busy: a helper opens the guarded (fake, driverless) node 1,000 times a second. scan: the /proc fd scan alone; deny-at-open: with the device filter, which runs at every open and streams each refusal to the guard.")
+		table("mode", "opens/s", "opens made", "processes at the end", "scans", "last scan ms", "window s", "guard CPU s", "CPU s per hour", "% of a core")
+		for _, c := range r.Guard {
+			p("| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s |", c.Mode, c.OpensPerSec, c.Opened, c.Processes, num(c.Scans), num(c.LastScanMS), num(c.WindowS), num3(c.CPUS), num(c.CPUPerHourS), num3(c.CorePct))
 		}
 	}
 

@@ -20,6 +20,8 @@ const (
 	ExitDeviceHolders = 73
 	// ExitLeaseLost: the token's etcd lease was lost and the payload ended.
 	ExitLeaseLost = 76
+	// ExitYielded: a yielding hold (--yield) gave the token to a ticket that does not yield.
+	ExitYielded = 79
 )
 
 // ExitSignal is the code for an end by signal sig: 128+sig.

@@ -63,8 +63,16 @@ func openReapQueue(o ReapOptions, res string) (queue.Queue, error) {
 	return etcdq.Open(cfg, res, func(msg string) { o.Log.Warn().Msg(msg) })
 }
 
-// enqueue takes the ticket; etcd's first contact is bounded by -w too.
-func (h *holdRun) enqueue(ctx context.Context, q queue.Queue, t queue.Ticket) (queue.Waiter, error) {
+// enqueueQueue takes the ticket in the resource's queue (not a pool's);
+// etcd's first contact is bounded by -w too.
+func (h *holdRun) enqueueQueue(ctx context.Context, t queue.Ticket) (queue.Waiter, error) {
+	if h.o.Etcd != nil && h.o.Yield {
+		return nil, errors.New("--yield is not supported on the etcd queue yet: use the queue directory for a serve keeper")
+	}
+	q, err := h.openQueue()
+	if err != nil {
+		return nil, err
+	}
 	eq, ok := q.(*etcdq.Queue)
 	if !ok {
 		return q.Enqueue(t)
@@ -93,7 +101,7 @@ func (h *holdRun) fenced(g queue.Grant) {
 	if !ok {
 		return
 	}
-	h.fence = f
+	h.leased = f
 	h.rec.update(func(hi *record.HoldInfo) {
 		hi.Lease = &record.LeaseInfo{Queue: h.o.Etcd.String(), Fence: f.Fence(), TTLMS: h.o.Etcd.TTL.Milliseconds()}
 	})
@@ -102,18 +110,18 @@ func (h *holdRun) fenced(g queue.Grant) {
 
 // fenceEnv is the payload's GPU_HOLD_FENCE, when there is a fence.
 func (h *holdRun) fenceEnv() []string {
-	if h.fence == nil {
+	if h.leased == nil {
 		return nil
 	}
-	return []string{FenceEnv + "=" + strconv.FormatInt(h.fence.Fence(), 10)}
+	return []string{FenceEnv + "=" + strconv.FormatInt(h.leased.Fence(), 10)}
 }
 
 // lostC is the grant's loss (nil, never ready, for the directory).
 func (h *holdRun) lostC() <-chan queue.LostInfo {
-	if h.fence == nil {
+	if h.leased == nil {
 		return nil
 	}
-	return h.fence.Lost()
+	return h.leased.Lost()
 }
 
 // lostNow reports (and sets the result of) a loss already known.

@@ -27,8 +27,10 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
 	}
+	filter := h.fence()
+	defer filter.Close()
 	baseline := h.deviceBaseline()
-	if h.signalledBeforeStart(sigc) || h.lostNow() {
+	if h.signalledBeforeStart(sigc) || h.yieldedBeforeStart() || h.lostNow() {
 		return h.res, nil
 	}
 	p, err := h.start(tr)
@@ -36,6 +38,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		return h.res, err
 	}
 	defer p.reap()
+	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
 	go h.ignoreSignals(sigc)
 	out := h.endLineage(tr, p, pinned)
@@ -113,7 +116,9 @@ func (p *running) reap() {
 // watching its exit. The error comes with h.res set.
 func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 	o, log := &h.o, h.o.Log
-	env := append([]string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}, h.fenceEnv()...)
+	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
+	env = append(env, h.poolEnv()...)
+	env = append(env, h.fenceEnv()...)
 	cmd, root, err := launch(o, tr, h.cg, env)
 	var sf *startFailure
 	if err != nil && h.cg != nil && o.Cgroup == "auto" && errors.As(err, &sf) {
@@ -153,15 +158,17 @@ func (h *holdRun) launchFailed(err error) error {
 }
 
 // awaitEnd waits for what ends the hold: the payload's own exit, the max
-// hold, a signal, or the memory floor, and sets the result by it.
+// hold, a signal, the memory floor, or (a yielding hold) a ticket that does
+// not yield, and sets the result by it.
 func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal) {
 	o, log := &h.o, h.o.Log
 	var deadline <-chan time.Time
 	if o.MaxHold > 0 {
-		t := time.NewTimer(o.MaxHold)
+		left := h.maxHoldLeft()
+		t := time.NewTimer(left)
 		defer t.Stop()
 		deadline = t.C
-		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(o.MaxHold) })
+		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(left) })
 	}
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
@@ -179,6 +186,8 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 		sig := s.(syscall.Signal)
 		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
 		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
+	case <-h.contended:
+		h.yielded("a ticket that does not yield queued; yielding: ending the payload")
 	case low := <-memLow:
 		h.res.Code, h.res.Cause = ExitMemFloor, record.CauseMemFloor
 		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")

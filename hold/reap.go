@@ -169,7 +169,7 @@ type ReapOptions struct {
 // unable to end a dead holder itself), it reaps beside it. It returns how
 // many dead holders it reaped; an error names those it could not end.
 func Reap(ctx context.Context, o ReapOptions) (int, error) {
-	resources := []string{o.Resource}
+	resources := append([]string{o.Resource}, poolQueues(o.Dir, o.Resource, func(m string) { o.Log.Warn().Msg(m) })...)
 	if o.All {
 		var err error
 		if resources, err = resourceDirs(o.Dir); err != nil {

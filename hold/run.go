@@ -90,6 +90,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if h.devices, err = devicePatterns(&o); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
+	if err := h.resolvePool(); err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
 
 	grant, err := h.acquire(ctx, sigc)
 	if err != nil {
@@ -97,6 +100,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return h.res, err
 	}
 	granted := h.granted
+	h.contended = h.contendedOf(grant)
 	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, record.CauseError
@@ -144,9 +148,13 @@ type holdRun struct {
 	lost          uint64          // events the tracker lost
 	memSource     memfloor.Source // nil: /proc/meminfo
 	granted       time.Time       // when the token was taken (zero: never)
-	fence         queue.Fenced    // the grant, when its token can be lost (etcd)
+	leased        queue.Fenced    // the grant, when its token can be lost (etcd)
 	// cg is the payload's cgroup, if any.
 	cg *cgroup.Cgroup
+	// pool is the pool side of the hold (pool.go).
+	pool poolHold
+	// contended is closed when a yielding hold must give way (yield.go).
+	contended <-chan struct{}
 }
 
 // acquire takes a ticket, waits for the token (event-driven) and ends the
@@ -155,10 +163,6 @@ type holdRun struct {
 // from the moment the token is taken.
 func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant, error) {
 	o, log := &h.o, h.o.Log
-	q, err := h.openQueue()
-	if err != nil {
-		return nil, &Error{Code: ExitUsage, Err: err}
-	}
 	self, err := proc.Self()
 	if err != nil {
 		return nil, failf(ExitUsage, "cannot read own identity from /proc: %v", err)
@@ -166,9 +170,9 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	host := TicketHost()
 	h.queued = time.Now()
 	h.res.Record = recordPath(o, h.id)
-	w, err := h.enqueue(ctx, q, queue.Ticket{
+	w, err := h.enqueue(ctx, queue.Ticket{
 		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
-		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record,
+		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield,
 	})
 	if err != nil {
 		return nil, enqueueFailed(err)
@@ -209,6 +213,11 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited", time.Since(h.queued)).Msg("token taken")
 	h.granted = time.Now()
 	h.rec.open(h, h.granted)
+	if err := h.poolGranted(); err != nil {
+		h.rec.close(&h.res, time.Now(), log)
+		grant.Release()
+		return nil, &Error{Code: ExitUsage, Err: err}
+	}
 	h.fenced(grant)
 	err = h.reapDead(wctx, grant)
 	if sig := signalled(); err != nil || sig != nil {

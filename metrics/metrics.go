@@ -31,7 +31,8 @@ import (
 // (at 0, so rates work from the first hold): record's Cause* values.
 // A hold may report others.
 var knownCauses = []string{string(record.CauseExited), string(record.CauseSignal), string(record.CauseMaxHold), string(record.CauseSignalled),
-	string(record.CauseMemFloor), string(record.CauseQueue), string(record.CauseExecFailed), string(record.CauseDeviceHolders), string(record.CauseError)}
+	string(record.CauseMemFloor), string(record.CauseQueue), string(record.CauseExecFailed), string(record.CauseDeviceHolders), string(record.CauseError),
+	string(record.CauseYielded)}
 
 // causeUnknown counts a hold that gave no cause.
 const causeUnknown = "unknown"

@@ -25,6 +25,7 @@ type grant struct {
 	dead []entry
 	// detached: a ReapDead grant, which holds no token and no ticket.
 	detached bool
+	yield    *contention // a yielding holder's watch (yield.go)
 }
 
 func (g *grant) Ticket() Ticket { return g.e.Ticket }
@@ -128,6 +129,7 @@ func (g *grant) Release() error {
 	if g.fd < 0 {
 		return nil
 	}
+	g.yield.end()
 	err := g.q.removeIfSame(g.e.name, g.e.dev, g.e.ino)
 	g.tok.close()
 	unix.Close(g.fd)

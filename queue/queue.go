@@ -30,6 +30,17 @@ type Ticket struct {
 	Record string `json:"record,omitempty"`
 	// Granted is set on the holder's entry once it took the token.
 	Granted time.Time `json:"granted,omitempty"`
+	// Pool holds (pool.go): Count devices asked; Bound, the hold's tenure
+	// bound once granted (0: none); Devices, the pool indices a running
+	// pool ticket holds (shown, never believed); PoolSeq, on a device's
+	// ticket, the pool ticket it was taken for.
+	Count   int           `json:"count,omitempty"`
+	Bound   time.Duration `json:"bound_ns,omitempty"`
+	Devices []int         `json:"devices,omitempty"`
+	PoolSeq uint64        `json:"pool_seq,omitempty"`
+	// Yield: the ticket gives way to every other ticket (yield.go). It
+	// changes only this ticket's own treatment.
+	Yield bool `json:"yield,omitempty"`
 }
 
 // Queue is one resource's queue. The directory backend is the first; a
@@ -80,6 +91,13 @@ type Grant interface {
 	Release() error
 }
 
+// Contender is the optional interface of a Grant of a yielding ticket:
+// Contended is closed once a ticket that does not yield waits for the
+// token (nil for a ticket that does not yield: it never fires).
+type Contender interface {
+	Contended() <-chan struct{}
+}
+
 // Fenced is a Grant whose token can be lost while held (the etcd backend's
 // lease): Lost is closed-and-ready once the token is no longer ours, and
 // Fence is the token's fencing number (it grows with every grant). The
@@ -99,6 +117,8 @@ type LostInfo struct {
 type Position struct {
 	Ahead  int     // tickets ahead of ours, excluding the holder
 	Holder *Ticket // current holder, if any
+	// Waiting says what a pool ticket waits for (empty for a token).
+	Waiting string
 }
 
 // Status is a snapshot of a queue.

@@ -110,7 +110,7 @@ func (l *waitLoop) round() (g Grant, done bool, err error) {
 	// to, wakes only for what can move it: the ticket directly ahead
 	// going (or its owner dying) and its own ticket being removed. The
 	// rest of the queue does not wake on every hand-off.
-	quiet := l.progress == nil && len(ahead) > 0
+	quiet := l.progress == nil && len(ahead) > 0 && !l.w.e.Yield
 	var watch []proc.Ident
 	if holder != nil && !quiet {
 		watch = append(watch, holder.Holder)
@@ -150,12 +150,12 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 		w.drop()
 		return nil, nil, ErrRemoved
 	}
-	snap, err := w.q.scanFor(w.e.Seq)
+	snap, err := w.q.scanFor(w.scanSeq())
 	if err != nil {
 		w.Cancel()
 		return nil, nil, err
 	}
-	ahead, h := snap.position(w.q, w.e.Seq)
+	ahead, h := w.place(snap)
 	if h != nil {
 		t := h.Ticket
 		holder = &t
@@ -188,6 +188,9 @@ func (l *waitLoop) take() (g Grant, locker []proc.Ident, done bool, err error) {
 	}
 	if got {
 		g, err := w.grant(l.tok)
+		if errors.Is(err, errGaveWay) {
+			return nil, nil, false, w.q.reopenAfterGiveWay(l.tok)
+		}
 		l.granted = err == nil
 		return g, nil, true, err
 	}
@@ -297,11 +300,11 @@ func (w *waiter) tryNow() (g Grant, done bool, err error) {
 	if w.removed() {
 		return nil, false, nil // the loop reports it
 	}
-	snap, err := w.q.scanFor(w.e.Seq)
+	snap, err := w.q.scanFor(w.scanSeq())
 	if err != nil {
 		return nil, false, nil // the loop reports it
 	}
-	if ahead, h := snap.position(w.q, w.e.Seq); len(ahead) > 0 || h != nil {
+	if ahead, h := w.place(snap); len(ahead) > 0 || h != nil {
 		return nil, false, nil
 	}
 	tok, err := w.q.openToken()
@@ -313,6 +316,10 @@ func (w *waiter) tryNow() (g Grant, done bool, err error) {
 		return nil, false, nil
 	}
 	g, err = w.grant(tok) // closes tok itself when it fails
+	if errors.Is(err, errGaveWay) {
+		tok.close()
+		return nil, false, nil
+	}
 	return g, true, err
 }
 
@@ -324,11 +331,14 @@ func (w *waiter) grant(tok *tokenLock) (Grant, error) {
 		w.drop()
 		return nil, ErrRemoved
 	}
-	snap, err := w.q.scanFor(w.e.Seq)
+	snap, err := w.q.scanFor(w.scanSeq())
 	if err != nil {
 		tok.close()
 		w.Cancel()
 		return nil, err
+	}
+	if err := w.giveWay(snap); err != nil {
+		return nil, err // tok stays open, and locked: the caller lets it go
 	}
 	dead := snap.deadWhileHeld(w.e.Seq)
 	w.q.cleanup(snap)

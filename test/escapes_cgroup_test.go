@@ -101,11 +101,14 @@ exec sleep 300
 	maxHold := slowed(1500 * time.Millisecond)
 	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", "1s", "--survivor-wait", "2s")...)
 	member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
+	// Frozen only once it runs sleep: a task still in its exec (slow over
+	// the guest's 9p root) can hold the freezer in FREEZING.
+	awaitComm(t, member, "sleep", slowed(2*time.Second))
 	st := stat(t, member)
 	leftBehind(t, member, mark, func() { os.WriteFile(filepath.Join(cg, "freezer.state"), []byte("THAWED"), 0) })
 	writeFile(t, filepath.Join(cg, "cgroup.procs"), strconv.Itoa(member))
 	writeFile(t, filepath.Join(cg, "freezer.state"), "FROZEN")
-	for deadline := time.Now().Add(slowed(time.Second)); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(slowed(3 * time.Second)); ; time.Sleep(10 * time.Millisecond) {
 		b, _ := os.ReadFile(filepath.Join(cg, "freezer.state"))
 		if strings.TrimSpace(string(b)) == "FROZEN" {
 			break
@@ -159,7 +162,7 @@ exec sleep 300
 await member
 exec sleep 300
 `)
-			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", grace)...)
+			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", slow(time.Second), "-g", slowText(grace))...)
 			member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
 			b, err := os.ReadFile("/proc/" + strconv.Itoa(member) + "/cgroup")
 			if err != nil || !strings.Contains(string(b), "0::/"+filepath.Base(cg)+"\n") {
@@ -204,5 +207,19 @@ func leftBehind(t *testing.T, pid int, mark string, thaw func()) {
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// awaitComm waits until pid's command name is comm (its exec is done).
+func awaitComm(t *testing.T, pid int, comm string, bound time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(bound); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if err == nil && strings.TrimSpace(string(b)) == comm {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("test shape: %d is not running %s after %v (comm %q, %v)", pid, comm, bound, b, err)
+		}
 	}
 }

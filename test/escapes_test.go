@@ -65,28 +65,29 @@ func routeE2(t *testing.T, rg rig) {
 await gc
 exec sleep 300
 `)
-	const maxHold, grace = time.Second, time.Second
-	r := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "1s")...).Wait(20 * time.Second)
+	maxHold, grace := slowed(time.Second), slowed(time.Second)
+	r := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", grace.String())...).Wait(20 * time.Second)
 	requireEnd(t, r, 124, false)
 	requireNoneLeft(t, mark)
 	if r.Elapsed < maxHold+grace-50*time.Millisecond {
 		t.Errorf("hold returned after %v, before max hold %v + grace %v: the TERM-ignoring grandchild did not get its grace", r.Elapsed, maxHold, grace)
 	}
-	if r.Elapsed > maxHold+grace+2*time.Second {
+	if r.Elapsed > maxHold+grace+slowed(2*time.Second) {
 		t.Errorf("hold returned after %v, want within max hold %v + grace %v + 2s", r.Elapsed, maxHold, grace)
 	}
 }
 
 // rootShapes are the two ways a payload's root ends: it is still running
 // when the max hold runs out (exit 124), or it exits by itself (exit 0).
+// The max hold is scaled (slowed): the escape must be made before it.
 var rootShapes = []struct {
 	name  string
 	end   string   // last line of the root script
 	flags []string // hold flags
 	code  int
 }{
-	{"root-alive", "exec sleep 300", []string{"-t", "1s", "-g", "1s"}, 124},
-	{"root-exits", "exit 0", []string{"-g", "1s"}, 0},
+	{"root-alive", "exec sleep 300", []string{"-t", slow(time.Second), "-g", slow(time.Second)}, 124},
+	{"root-exits", "exit 0", []string{"-g", slow(time.Second)}, 0},
 }
 
 // E3: a child calls setsid (new session and group) and keeps running,
@@ -181,8 +182,8 @@ while :; do sleep 0.05; done
 await ready
 exec sleep 300
 `)
-		const maxHold, grace = time.Second, 3 * time.Second
-		r := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "3s")...).Wait(20 * time.Second)
+		maxHold, grace := slowed(time.Second), slowed(3*time.Second)
+		r := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", grace.String())...).Wait(20 * time.Second)
 		requireEnd(t, r, 124, false)
 		if !exists(filepath.Join(d, "late")) {
 			t.Errorf("the late process was never started: the child was killed before 1 s into the %v grace", grace)
@@ -205,13 +206,13 @@ while :; do sleep 0.05; done
 await ready
 exit 0
 `)
-		r := rg.start(t, q, mark, d, holdArgs(payload, "-g", "5s")...).Wait(20 * time.Second)
+		r := rg.start(t, q, mark, d, holdArgs(payload, "-g", slow(5*time.Second))...).Wait(20 * time.Second)
 		requireEnd(t, r, 0, false)
 		if !exists(filepath.Join(d, "cleaned")) {
 			t.Errorf("the helper born during the grace did not finish: it was not waited on (or was sent TERM)")
 		}
 		requireNoneLeft(t, mark)
-		if r.Elapsed > 4*time.Second {
+		if r.Elapsed > slowed(4*time.Second) {
 			t.Errorf("hold returned after %v: it waited out the 5 s grace instead of ending when the live set was empty", r.Elapsed)
 		}
 	})
@@ -234,7 +235,7 @@ set +m
 await member
 exec sleep 300
 `)
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", "1s")...)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", slow(time.Second), "-g", slow(time.Second))...)
 	member := readPid(t, filepath.Join(d, "member"), 10*time.Second)
 	root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
 	ms, rs := stat(t, member), stat(t, root)
@@ -262,7 +263,7 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 			mark := newMark(t)
 			d, q := rg.dirs(t)
 			payload := script(t, d, "root.sh", `put root $$; exec sleep 300`)
-			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1s", "-g", grace)...)
+			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", slow(time.Second), "-g", slowText(grace))...)
 			root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
 			joiner := exec.Command("bash", "-c", `trap "" TERM; exec sleep 300`)
 			joiner.Env = append(os.Environ(), markEnv+"="+mark)
@@ -302,15 +303,15 @@ func routeE7(t *testing.T, rg rig) {
 		code   int
 		bound  time.Duration
 	}{
-		{"root-alive", `bash "$GH_T/cleaner.sh" run $i &`, 1, "exec sleep 300", []string{"-t", "1s", "-g", "5s"}, 124, 4500 * time.Millisecond},
-		{"root-exits-setsid", `setsid bash "$GH_T/cleaner.sh" run $i &`, 1, "exit 0", []string{"-g", "5s"}, 0, 3500 * time.Millisecond},
+		{"root-alive", `bash "$GH_T/cleaner.sh" run $i &`, 1, "exec sleep 300", []string{"-t", slow(time.Second), "-g", slow(5 * time.Second)}, 124, slowed(4500 * time.Millisecond)},
+		{"root-exits-setsid", `setsid bash "$GH_T/cleaner.sh" run $i &`, 1, "exit 0", []string{"-g", slow(5 * time.Second)}, 0, slowed(3500 * time.Millisecond)},
 		// The children have stopped themselves (as jobs stopped at a
 		// terminal are) when the max hold runs out. Unless the teardown
 		// sends them CONT, their handlers never run: under procfs they sit
 		// out the grace; under eBPF (no subreaper keeps their group from
 		// being orphaned when the root dies of its TERM) the kernel ends
 		// them with HUP.
-		{"stopped", `bash "$GH_T/cleaner.sh" stop $i &`, 2, "exec sleep 300", []string{"-t", "1s", "-g", "5s"}, 124, 4500 * time.Millisecond},
+		{"stopped", `bash "$GH_T/cleaner.sh" stop $i &`, 2, "exec sleep 300", []string{"-t", slow(time.Second), "-g", slow(5 * time.Second)}, 124, slowed(4500 * time.Millisecond)},
 	}
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
@@ -371,11 +372,16 @@ exec sleep 300
 	maxHold := slowed(time.Second)
 	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", "500ms", "--dump", rec)...)
 	waitFile(t, filepath.Join(d, "ready"), 10*time.Second)
-	time.Sleep(maxHold * 8 / 10)
-	if n := len(marked(mark)); n < 100 {
-		t.Errorf("test shape: only %d marked processes %v into the storm", n, maxHold*8/10)
+	// The storm must be a storm (100 processes) before the max hold ends it.
+	into := time.Now()
+	n := len(marked(mark))
+	for ; n < 100 && time.Since(into) < maxHold*8/10; n = len(marked(mark)) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n < 100 {
+		t.Errorf("test shape: only %d marked processes %v into the storm", n, time.Since(into).Round(time.Millisecond))
 	} else {
-		t.Logf("%d marked processes %v into the storm", n, maxHold*8/10)
+		t.Logf("%d marked processes %v into the storm", n, time.Since(into).Round(time.Millisecond))
 	}
 	r := h.Wait(20 * time.Second)
 	requireEnd(t, r, 124, false)
@@ -493,7 +499,9 @@ func TestE9Zombie(t *testing.T) { forBackends(t, true, routeE9) }
 func routeE9(t *testing.T, rg rig) {
 	mark := newMark(t)
 	d, q := rg.dirs(t)
-	script(t, d, "zparent.sh", `sleep 0.3 &
+	// The child exits once its parent runs sleep, which never reaps it
+	// (exiting earlier, bash could reap it first).
+	script(t, d, "zparent.sh", `bash -c 'until [ "$(cat /proc/$PPID/comm)" = sleep ]; do sleep 0.01; done' &
 put zchild $!
 put zp $$
 exec sleep 300
@@ -502,10 +510,11 @@ exec sleep 300
 await zp
 exec sleep 300
 `)
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", "1500ms", "-g", "20s")...)
+	maxHold := slowed(1500 * time.Millisecond)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", slow(20*time.Second))...)
 	zp := readPid(t, filepath.Join(d, "zp"), 10*time.Second)
 	zc := readPid(t, filepath.Join(d, "zchild"), 10*time.Second)
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(slowed(time.Second))
 	for {
 		st, err := proc.ReadStat(zc)
 		if err == nil && st.State == 'Z' && st.PPID == zp {
@@ -519,7 +528,7 @@ exec sleep 300
 	r := h.Wait(30 * time.Second)
 	requireEnd(t, r, 124, false)
 	requireNoneLeft(t, mark)
-	if r.Elapsed > 1500*time.Millisecond+5*time.Second {
+	if r.Elapsed > maxHold+slowed(5*time.Second) {
 		t.Errorf("hold returned after %v: it waited on the zombie (grace 20 s) though everything else died on TERM", r.Elapsed)
 	}
 }

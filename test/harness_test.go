@@ -145,9 +145,11 @@ func (h *hold) Start() *hold {
 	return h
 }
 
-// Wait waits for the hold to exit, failing the test after limit.
+// Wait waits for the hold to exit, failing the test after limit (scaled
+// by slowed).
 func (h *hold) Wait(limit time.Duration) result {
 	h.t.Helper()
+	limit = slowed(limit)
 	done := make(chan error, 1)
 	go func() { done <- h.Cmd.Wait() }()
 	select {
@@ -294,6 +296,18 @@ func slowed(d time.Duration) time.Duration {
 		return d * time.Duration(f)
 	}
 	return d
+}
+
+// slow is slowed(d) as a flag value.
+func slow(d time.Duration) string { return slowed(d).String() }
+
+// slowText is slow for a flag value given as text ("0" stays "0").
+func slowText(v string) string {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		panic("slowText: " + v + " is not a duration")
+	}
+	return slow(d)
 }
 
 // sh builds a payload that runs script under bash.

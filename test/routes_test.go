@@ -135,10 +135,12 @@ type started struct {
 	stdout, stderr *os.File
 }
 
-// Wait waits for the hold to exit, failing the test after limit.
+// Wait waits for the hold to exit, failing the test after limit (scaled
+// by slowed).
 func (s *started) Wait(limit time.Duration) result {
 	t := s.t
 	t.Helper()
+	limit = slowed(limit)
 	done := make(chan struct{})
 	go func() { s.Cmd.Wait(); close(done) }()
 	select {
@@ -318,8 +320,8 @@ func describe(pids []int) string {
 func requireReleased(t *testing.T, rg rig, qdir string) {
 	t.Helper()
 	mark := newMark(t)
-	r := rg.start(t, qdir, mark, "", "-w", "3s", "-g", "1s", "--survivor-wait", "1s", "--", "true").Wait(20 * time.Second)
-	if r.Code != 0 || r.Elapsed > 2500*time.Millisecond {
+	r := rg.start(t, qdir, mark, "", "-w", slow(3*time.Second), "-g", "1s", "--survivor-wait", "1s", "--", "true").Wait(20 * time.Second)
+	if r.Code != 0 || r.Elapsed > slowed(2500*time.Millisecond) {
 		t.Errorf("token not released: a second hold on the same dir exited %d after %v\nstderr:\n%s", r.Code, r.Elapsed.Round(time.Millisecond), r.Stderr)
 	}
 	if strings.Contains(strings.ToLower(r.Stderr), "dead holder") {

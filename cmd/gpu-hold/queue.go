@@ -104,6 +104,9 @@ func (g *globalOpts) findDir() (string, error) {
 func (g *globalOpts) warn(msg string) { g.Log.Warn().Msg(msg) }
 
 func queueRun(opts *queueOptions) error {
+	if done, err := poolQueue(opts); done {
+		return err
+	}
 	q, err := opts.g.openQueueRead()
 	if err != nil {
 		return err

@@ -108,6 +108,7 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdReap(g),
 		newCmdShow(g),
 		newCmdDoctor(g),
+		newCmdGuard(g),
 	)
 	return root
 }
