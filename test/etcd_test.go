@@ -318,3 +318,14 @@ func waitLogged(t *testing.T, h *hold, msg string) {
 	}
 	t.Fatalf("%v never logged %q:\n%s", h.Args, msg, h.Stderr())
 }
+
+// --yield has no etcd side yet: refused at once, not a keeper that never
+// gives way.
+func TestEtcdYieldRefused(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	useEtcd(t, dir, etcdtest.Start(t))
+	r := newHold(t, dir, mark, "--yield", "--track", "proc", "--", "true").Run(30 * time.Second)
+	if r.Code != 125 || !strings.Contains(r.Stderr, "--yield is not supported on the etcd queue") {
+		t.Fatalf("exit %d, want 125 saying --yield is not supported on etcd\n%s", r.Code, r.Stderr)
+	}
+}
