@@ -29,8 +29,10 @@ import (
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
-// fleetTTL is the lease TTL of the tests' fleet queues, in seconds.
-const fleetTTL = 2
+// fleetTTL is the lease TTL of the tests' fleet queues, in seconds: short
+// for quick hand-offs after a kill, long enough that a loaded machine (the
+// whole suite on 2 CPUs) does not starve a keep-alive past its deadline.
+const fleetTTL = 4
 
 var queueEnvs sync.Map // queue dir -> the environment that selects its etcd queue
 
@@ -240,7 +242,7 @@ func TestEtcdForgedHeldKey(t *testing.T) {
 	testenv.NeedRoot(t, "a root successor's reap")
 	dir, mark := t.TempDir(), newMark(t)
 	s := etcdtest.Start(t)
-	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=2&budget=2"})
+	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=4&budget=2"})
 	t.Cleanup(func() { queueEnvs.Delete(dir) })
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60").Start()
 	waitLogged(t, a, "payload started")

@@ -30,7 +30,7 @@ func open(t *testing.T, s *etcdtest.Server, prefix string, budget int, host stri
 	if err := c.ParseURL(s.URL(prefix)); err != nil {
 		t.Fatal(err)
 	}
-	c.Budget, c.TTLSec, c.Host = budget, 2, host
+	c.Budget, c.TTLSec, c.Host = budget, 4, host
 	q, err := Open(c, "gpu", func(m string) { t.Log("warn: " + m) })
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestBudgetAgreed(t *testing.T) {
 	}
 	var c Config
 	c.ParseURL(s.URL("/agree"))
-	c.TTLSec = 2
+	c.TTLSec = 4
 	q, err := Open(c, "gpu", nil)
 	if err != nil {
 		t.Fatal(err)
