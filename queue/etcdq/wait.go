@@ -172,9 +172,17 @@ func (w *waiter) ended(ctx context.Context, start time.Time, holder *queue.Ticke
 // revision l was read at, and returns when one moved.
 func (w *waiter) sleep(ctx context.Context, l *line, i int, start time.Time) error {
 	// No WithRequireLeader: the watch rides out etcd's restarts, resuming
-	// from the last revision it saw.
+	// from the last revision it saw. Opening it blocks while etcd is
+	// unreachable: a lease known gone ends that too.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go func() {
+		select {
+		case <-w.s.gone:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
 	from := clientv3.WithRev(l.rev + 1)
 	own := w.q.cli.Watch(wctx, w.key, from, clientv3.WithFilterPut())
 	var ahead clientv3.WatchChan
