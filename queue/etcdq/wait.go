@@ -244,7 +244,7 @@ func (w *waiter) take(ctx context.Context, l *line) (queue.Grant, error) {
 	t.Granted = time.Now()
 	val := encode(t)
 	resp, err := w.q.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
-		Then(clientv3.OpPut(w.key, val, clientv3.WithLease(w.s.id)), clientv3.OpPut(w.q.heldKey(w.rev), val)).Commit()
+		Then(append([]clientv3.Op{clientv3.OpPut(w.key, val, clientv3.WithLease(w.s.id)), clientv3.OpPut(w.q.heldKey(w.rev), val)}, w.q.deadReads()...)...).Commit()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, w.ended(ctx, time.Now(), nil)
@@ -259,5 +259,5 @@ func (w *waiter) take(ctx context.Context, l *line) (queue.Grant, error) {
 	w.done = true
 	w.mu.Unlock()
 	w.t = t
-	return w.q.newGrant(w, resp.Header.Revision, l)
+	return w.q.newGrant(w, resp), nil
 }
