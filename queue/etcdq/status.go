@@ -118,7 +118,7 @@ func (q *Queue) TakeDead(ctx context.Context, me queue.Ticket) (queue.Grant, err
 		w.Cancel()
 		return nil, fmt.Errorf("%w: %s holds the token of %s (a dead holder's ticket goes when its lease expires, within %v)", queue.ErrNotDead, l.tickets[0].t.Describe(), q, q.cfg.TTL)
 	}
-	return w.take(cctx, l)
+	return w.take(cctx)
 }
 
 // ReapDead hands over the dead holders of this host without the token.

@@ -108,7 +108,7 @@ func (w *waiter) Wait(ctx context.Context, progress func(queue.Position)) (queue
 			last = &pos
 		}
 		if i < w.q.cfg.Budget {
-			g, err := w.take(ctx, l)
+			g, err := w.take(ctx)
 			if err == errRetry {
 				continue
 			}
@@ -227,7 +227,7 @@ var errRetry = errors.New("retry")
 // take makes the ticket a holder: the ticket (still ours, same create
 // revision) gets its granted time, and a leaseless held key names it, in
 // one transaction. The lease must be known alive first.
-func (w *waiter) take(ctx context.Context, l *line) (queue.Grant, error) {
+func (w *waiter) take(ctx context.Context) (queue.Grant, error) {
 	if w.s.expired() {
 		// Granted on a lease that may be gone: renew first.
 		select {
