@@ -56,15 +56,11 @@ func openReapQueue(o ReapOptions, res string) (queue.Queue, error) {
 	return etcdq.Open(cfg, res, func(msg string) { o.Log.Warn().Msg(msg) })
 }
 
-// enqueueQueue takes the ticket in the resource's queue (not a pool's);
-// etcd's first contact is bounded by -w too.
-func (h *holdRun) enqueueQueue(ctx context.Context, t queue.Ticket) (queue.Waiter, error) {
+// enqueueOn takes the ticket on q; etcd's first contact is bounded by -w
+// too.
+func (h *holdRun) enqueueOn(ctx context.Context, q queue.Queue, t queue.Ticket) (queue.Waiter, error) {
 	if h.o.Etcd != nil && h.o.Yield {
 		return nil, errors.New("--yield is not supported on the etcd queue yet: use the queue directory for a serve keeper")
-	}
-	q, err := h.openQueue()
-	if err != nil {
-		return nil, err
 	}
 	eq, ok := q.(*etcdq.Queue)
 	if !ok {

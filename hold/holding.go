@@ -27,7 +27,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
 	}
-	filter := h.fence()
+	filter := h.filterDevices()
 	defer filter.Close()
 	baseline := h.deviceBaseline()
 	if h.signalledBeforeStart(sigc) || h.yieldedBeforeStart() || h.lostNow() {

@@ -80,10 +80,14 @@ func (h *holdRun) enqueue(ctx context.Context, t queue.Ticket) (queue.Waiter, er
 	o := &h.o
 	warn := queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }}
 	if h.pool.pool == nil {
-		return h.enqueueQueue(ctx, t) // fleet.go: the directory or etcd
+		q, err := h.openQueue()
+		if err != nil {
+			return nil, err
+		}
+		return h.enqueueOn(ctx, q, t)
 	}
 	if o.Etcd != nil {
-		return nil, fmt.Errorf("resource %s is a pool, and pools are not supported on the etcd queue yet: use the queue directory for it", o.Resource)
+		return nil, fmt.Errorf("resource %s is a pool of this host's devices, which only the directory queue can hand out: drop --queue (or GPU_HOLD_QUEUE) for it, or name a resource without devices", o.Resource)
 	}
 	var names []string
 	for _, d := range h.pool.pool.Devices {
@@ -171,10 +175,10 @@ func (h *holdRun) maxHoldLeft() time.Duration {
 	return max(h.o.MaxHold-time.Since(h.granted), time.Millisecond)
 }
 
-// fence puts the cgroup device filter on the payload's cgroup, denying the
+// filterDevices puts the cgroup device filter on the payload's cgroup, denying the
 // pool's devices this hold was not given; without a cgroup it says, once
 // and in the record, that nothing keeps the payload from them.
-func (h *holdRun) fence() *device.Filter {
+func (h *holdRun) filterDevices() *device.Filter {
 	ph := &h.pool
 	if ph.grant == nil {
 		return nil
