@@ -321,13 +321,26 @@ func waitLogged(t *testing.T, h *hold, msg string) {
 	t.Fatalf("%v never logged %q:\n%s", h.Args, msg, h.Stderr())
 }
 
-// --yield has no etcd side yet: refused at once, not a keeper that never
-// gives way.
-func TestEtcdYieldRefused(t *testing.T) {
-	dir, mark := t.TempDir(), newMark(t)
-	useEtcd(t, dir, etcdtest.Start(t))
-	r := newHold(t, dir, mark, "--yield", "--track", "proc", "--", "true").Run(30 * time.Second)
-	if r.Code != 125 || !strings.Contains(r.Stderr, "--yield is not supported on the etcd queue") {
-		t.Fatalf("exit %d, want 125 saying --yield is not supported on etcd\n%s", r.Code, r.Stderr)
+// --yield and a pool of this host's devices have no etcd side yet: both
+// are refused at once, not a keeper that never gives way or a pool that
+// hands out one host's devices through a fleet's queue.
+func TestEtcdYieldAndPoolRefused(t *testing.T) {
+	s := etcdtest.Start(t)
+	for _, c := range []struct {
+		name, dir string
+		args      []string
+		want      string
+	}{
+		{"yield", t.TempDir(), []string{"--yield"}, "--yield is not supported on the etcd queue"},
+		{"pool", poolQueueDir(t, 2), nil, "only the directory queue can hand out"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mark := newMark(t)
+			useEtcd(t, c.dir, s)
+			r := newHold(t, c.dir, mark, append(c.args, "--track", "proc", "--", "true")...).Run(30 * time.Second)
+			if r.Code != 125 || !strings.Contains(r.Stderr, c.want) {
+				t.Fatalf("exit %d, want 125 saying %q\n%s", r.Code, c.want, r.Stderr)
+			}
+		})
 	}
 }
