@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/queue/etcdq"
@@ -81,4 +82,13 @@ func enqueueFailed(err error) error {
 		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; nothing was queued", err)}
 	}
 	return &Error{Code: ExitUsage, Err: err}
+}
+
+// removedWhy says who removed a waiting ticket: gpu-hold cancel or an
+// admin, unless the queue knows better (an etcd lease that expired).
+func removedWhy(err error) string {
+	if err.Error() == queue.ErrRemoved.Error() {
+		return "gpu-hold cancel or an admin"
+	}
+	return strings.TrimPrefix(err.Error(), queue.ErrRemoved.Error()+": ")
 }

@@ -344,3 +344,47 @@ func TestEtcdYieldAndPoolRefused(t *testing.T) {
 		})
 	}
 }
+
+// etcd down for longer than the TTL: the holder ends its payload (76)
+// within the TTL; the waiter's place goes with its lease (etcd resumes a
+// renewed lease with what was left of it, not a fresh TTL), so it exits
+// 75 saying so, and runs nothing.
+func TestEtcdOutageLongerThanTTL(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	s := etcdtest.Start(t)
+	useEtcd(t, dir, s)
+	ran := filepath.Join(t.TempDir(), "ran")
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--", "sleep", "60").Start()
+	waitLogged(t, a, "payload started")
+	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, sh("touch "+ran)...)...).Start()
+	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	s.Stop()
+	if r := a.Wait(60 * time.Second); r.Code != 76 {
+		t.Fatalf("holder exited %d, want 76\n%s", r.Code, r.Stderr)
+	}
+	time.Sleep(fleetTTL * time.Second) // the outage outlasts every lease's TTL
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	r := b.Wait(60 * time.Second)
+	t.Logf("waiter exited %d: %s", r.Code, lastLine(r.Stderr))
+	switch {
+	case r.Code == 75 && strings.Contains(r.Stderr, "lease expired"):
+	case r.Code == 0: // its lease outlived the outage after all: it ran in turn
+	default:
+		t.Fatalf("waiter exited %d, want 75 saying its lease expired (or 0)\n%s", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(ran); (err == nil) != (r.Code == 0) {
+		t.Errorf("the waiter's command ran: %v, but it exited %d", err == nil, r.Code)
+	}
+	requireLeaseLost(t, dir, "alpha")
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("left running: %v", pids)
+	}
+}
+
+// lastLine is s's last non-empty line.
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
