@@ -20,6 +20,10 @@ import (
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
+// lostReleaseBound bounds the release of a lost token: a reachable etcd
+// answers in far less, an unreachable one is not waited for.
+const lostReleaseBound = 500 * time.Millisecond
+
 type grant struct {
 	q        *Queue
 	w        *waiter // nil: a detached grant (ReapDead)
@@ -259,8 +263,8 @@ func (g *grant) Unreaped() ([]queue.Ticket, error) {
 
 // Release removes the ticket and its held key in one transaction, then
 // revokes the lease. It is idempotent; a detached grant has nothing to
-// release. After a loss it tries for one keep-alive interval only: the
-// hold must exit within the TTL, and the lease frees the token anyway.
+// release. After a loss it tries briefly (lostReleaseBound): the hold must
+// exit within the TTL, and the lease frees the token anyway.
 func (g *grant) Release() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -271,7 +275,7 @@ func (g *grant) Release() error {
 	close(g.stop)
 	bound := g.q.cfg.ConnectTimeout
 	if g.lost.Load() {
-		bound = g.w.s.interval
+		bound = min(g.w.s.interval, lostReleaseBound)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
