@@ -17,8 +17,12 @@ func TestPrintQueueHostsAndHolders(t *testing.T) {
 		Holders: []queue.Ticket{{Seq: 7, Label: "b", Host: "node-b", Granted: now}},
 		Waiters: []queue.Ticket{{Seq: 9, Label: "c", Host: "node-c", Created: now}},
 	}
+	cols, err := pickColumns(defaultColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out strings.Builder
-	printQueue(&out, st, now)
+	printQueue(&out, []resourceView{viewOf(st, now)}, cols, false)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 4 || !strings.Contains(lines[0], "HOST") {
 		t.Fatalf("table:\n%s", out.String())
