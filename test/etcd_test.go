@@ -389,3 +389,23 @@ func lastLine(s string) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return l[len(l)-1]
 }
+
+// gpu-hold cancel of a running hold on another host (an etcd ticket) is
+// refused: the pid the ticket names means nothing on this host.
+func TestEtcdCancelOtherHost(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	useEtcd(t, dir, etcdtest.Start(t))
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60")
+	a.Env = append(a.Env, "GPU_HOLD_HOSTNAME=elsewhere")
+	a.Start()
+	st := qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	r := qCmd(t, dir, "cancel", st.Holder.HoldID)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "runs on host elsewhere") {
+		t.Fatalf("cancel of another host's hold: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if st := qStatus(t, dir, "gpu"); st.Holder == nil || st.Holder.Label != "alpha" {
+		t.Fatalf("the hold is gone after a refused cancel: %+v", st)
+	}
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
+}
