@@ -45,6 +45,10 @@ func CancelRunning(t queue.Ticket, uid int) error {
 	if t.HoldID == "" {
 		return fmt.Errorf("%s is not a hold (gpu-hold reap's ticket, say): not cancelled", t.Describe())
 	}
+	if t.Host != "" && t.Host != TicketHost() {
+		// An etcd ticket of another host: its pid means nothing here.
+		return fmt.Errorf("%s runs on host %s, not this one (%s): run gpu-hold cancel there", t.Describe(), t.Host, TicketHost())
+	}
 	st, ok := proc.LiveStat(t.Holder)
 	if !ok {
 		return fmt.Errorf("the gpu-hold of %s is not running any more: nothing to cancel (if it died holding the token, run gpu-hold reap -r %s)", t.Describe(), t.Resource)

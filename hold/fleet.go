@@ -1,8 +1,6 @@
 // fleet.go owns the queue backend's choice (the directory, or etcd when
-// --queue names it), the host name a ticket carries, and a token held
-// through a lease: its fencing number in the record and the payload's
-// environment, and its loss, which ends the hold (lease-lost, exit 76)
-// with its own grace, and is never followed by a quiet re-acquire.
+// --queue names it), for holds and reaps, the host name a ticket carries,
+// and what a failed first contact with etcd means for the exit code.
 package hold
 
 import (
@@ -10,14 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"time"
-
-	"github.com/rs/zerolog"
+	"strings"
 
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/queue/etcdq"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // HostEnv overrides the host name tickets carry (tests simulate hosts).
@@ -66,6 +60,9 @@ func openReapQueue(o ReapOptions, res string) (queue.Queue, error) {
 // enqueueOn takes the ticket on q; etcd's first contact is bounded by -w
 // too.
 func (h *holdRun) enqueueOn(ctx context.Context, q queue.Queue, t queue.Ticket) (queue.Waiter, error) {
+	if h.o.Etcd != nil && h.o.Yield {
+		return nil, errors.New("--yield is not supported on the etcd queue yet: use the queue directory for a serve keeper")
+	}
 	eq, ok := q.(*etcdq.Queue)
 	if !ok {
 		return q.Enqueue(t)
@@ -87,93 +84,11 @@ func enqueueFailed(err error) error {
 	return &Error{Code: ExitUsage, Err: err}
 }
 
-// fenced notes a grant whose token can be lost: its fence goes into the
-// record (and, at start, the payload's environment).
-func (h *holdRun) fenced(g queue.Grant) {
-	f, ok := g.(queue.Fenced)
-	if !ok {
-		return
+// removedWhy says who removed a waiting ticket: gpu-hold cancel or an
+// admin, unless the queue knows better (an etcd lease that expired).
+func removedWhy(err error) string {
+	if err.Error() == queue.ErrRemoved.Error() {
+		return "gpu-hold cancel or an admin"
 	}
-	h.fence = f
-	h.rec.update(func(hi *record.HoldInfo) {
-		hi.Lease = &record.LeaseInfo{Queue: h.o.Etcd.String(), Fence: f.Fence(), TTLMS: h.o.Etcd.TTL.Milliseconds()}
-	})
-	h.o.Log.Info().Int64("fence", f.Fence()).Msg("token held through an etcd lease")
-}
-
-// fenceEnv is the payload's GPU_HOLD_FENCE, when there is a fence.
-func (h *holdRun) fenceEnv() []string {
-	if h.fence == nil {
-		return nil
-	}
-	return []string{FenceEnv + "=" + strconv.FormatInt(h.fence.Fence(), 10)}
-}
-
-// lostC is the grant's loss (nil, never ready, for the directory).
-func (h *holdRun) lostC() <-chan queue.LostInfo {
-	if h.fence == nil {
-		return nil
-	}
-	return h.fence.Lost()
-}
-
-// lostNow reports (and sets the result of) a loss already known.
-func (h *holdRun) lostNow() bool {
-	if h.res.Cause == record.CauseLeaseLost {
-		return true
-	}
-	select {
-	case li := <-h.lostC():
-		h.leaseLost(li)
-		return true
-	default:
-		return false
-	}
-}
-
-// leaseLost sets the result of a lost token and puts it on record.
-func (h *holdRun) leaseLost(li queue.LostInfo) {
-	h.res.Code, h.res.Cause = ExitLeaseLost, record.CauseLeaseLost
-	h.rec.update(func(hi *record.HoldInfo) {
-		if hi.Lease != nil {
-			hi.Lease.Lost, hi.Lease.LostReason = li.At, li.Reason
-		}
-	})
-	h.o.Log.Error().Time("lost_at", li.At).Str("reason", li.Reason).Dur("lost_grace_ms", h.o.LostGrace).
-		Msg("the token's lease is lost: ending the payload now (it is not re-acquired)")
-}
-
-// grace is the teardown's grace: --lost-grace after a lost lease.
-func (h *holdRun) grace() time.Duration {
-	if h.res.Cause == record.CauseLeaseLost {
-		return h.o.LostGrace
-	}
-	return h.o.Grace
-}
-
-// confirmDead checks, for a dead holder an etcd ticket names, what the
-// directory gets from a ticket file's owner: that its uid is its own. The
-// ticket's fields are anyone's claim (whoever may write the prefix), so
-// its record must be a file of that uid, only its, naming the same hold
-// and holder; otherwise nothing is ended on its word.
-func (h *holdRun) confirmDead(d queue.Ticket) bool { return confirmDead(d, h.o.Log) }
-
-func confirmDead(d queue.Ticket, log zerolog.Logger) bool {
-	why := "its ticket names no record"
-	if d.Record != "" {
-		rec, err := record.ReadRecord(d.Record)
-		switch {
-		case err != nil:
-			why = "its record cannot be read: " + err.Error()
-		case untrustedRecord(rec.File, d.UID) != "":
-			why = "its record " + untrustedRecord(rec.File, d.UID)
-		case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
-			why = "its record is not its own (hold id or holder differ)"
-		default:
-			return true
-		}
-	}
-	log.Error().Uint64("dead_ticket", d.Seq).Int("dead_uid", d.UID).Str("record", d.Record).
-		Msgf("the etcd ticket of dead holder %s cannot be confirmed on this host (%s): ending nothing on its word and clearing it", d.Describe(), why)
-	return false
+	return strings.TrimPrefix(err.Error(), queue.ErrRemoved.Error()+": ")
 }

@@ -57,7 +57,7 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--max-hold", o.MaxHold}, {"--wait", o.Wait}, {"--grace", o.Grace}, {"--survivor-wait", o.SurvivorWait}, {"--device-wait", o.DeviceWait}} {
+	}{{"--max-hold", o.MaxHold}, {"--wait", o.Wait}, {"--grace", o.Grace}, {"--survivor-wait", o.SurvivorWait}, {"--device-wait", o.DeviceWait}, {"--lost-grace", o.LostGrace}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s must not be negative (got %v): use 0 for none", d.name, d.v)
 		}

@@ -157,7 +157,7 @@ type holdRun struct {
 	lost          uint64          // events the tracker lost
 	memSource     memfloor.Source // nil: /proc/meminfo
 	granted       time.Time       // when the token was taken (zero: never)
-	fence         queue.Fenced    // the grant, when its token can be lost (etcd)
+	leased        queue.Fenced    // the grant, when its token can be lost (etcd)
 	// cg is the payload's cgroup, if any.
 	cg *cgroup.Cgroup
 	// pool is the pool side of the hold (pool.go).
@@ -259,7 +259,7 @@ func (h *holdRun) waitFailed(err error, got os.Signal) error {
 		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed, the command not run (root can end them: gpu-hold --dir %s reap -r %s)", err, h.ticket.Seq, o.Dir, o.Resource)}
 	case errors.Is(err, queue.ErrRemoved):
 		h.res.Code, h.res.Cause = ExitQueue, record.CauseQueue
-		return failf(ExitQueue, "ticket %d was removed from the %s queue while waiting (gpu-hold cancel or an admin); not running the command", h.ticket.Seq, o.Resource)
+		return failf(ExitQueue, "ticket %d was removed from the %s queue while waiting (%s); not running the command", h.ticket.Seq, o.Resource, removedWhy(err))
 	}
 	var he *Error
 	if errors.As(err, &he) {

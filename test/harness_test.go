@@ -107,7 +107,7 @@ type hold struct {
 	Env  []string // extra environment
 	Cmd  *exec.Cmd
 	out  bytes.Buffer
-	err  bytes.Buffer
+	err  syncBuffer // read while the hold runs (Stderr)
 	t0   time.Time
 }
 
@@ -183,6 +183,24 @@ func (h *hold) Signal(sig syscall.Signal) {
 
 // Stderr returns what the hold wrote to stderr so far.
 func (h *hold) Stderr() string { return h.err.String() }
+
+// syncBuffer is a bytes.Buffer that may be read while os/exec writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // marked returns the live (non-zombie) processes that carry mark in their
 // environment, in pid order.

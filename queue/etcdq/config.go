@@ -29,7 +29,9 @@ type Config struct {
 	Prefix    string        `json:"prefix"`
 	TTL       time.Duration `json:"-"` // the session lease's TTL (default 10s)
 	TTLSec    int           `json:"ttl,omitempty"`
-	Budget    int           `json:"budget,omitempty"` // concurrent holders per resource (default 1)
+	Budget    int           `json:"budget,omitempty"` // concurrent holders per resource (default: the fleet's, else 1)
+	// budgetGiven: Budget was set (URL or file), so it must be the fleet's.
+	budgetGiven bool
 	// ConnectTimeout bounds the first contact (default 10s).
 	ConnectTimeout time.Duration `json:"-"`
 	CACert         string        `json:"cacert,omitempty"`
@@ -121,6 +123,7 @@ func (c *Config) Finish() error {
 	if c.TTL < 2*time.Second {
 		return fmt.Errorf("etcd lease ttl %v is too short: use at least 2s", c.TTL)
 	}
+	c.budgetGiven = c.budgetGiven || c.Budget > 0
 	if c.Budget <= 0 {
 		c.Budget = 1
 	}

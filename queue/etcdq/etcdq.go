@@ -11,10 +11,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/gpu-hold/gpu-hold/queue"
 )
@@ -31,6 +34,7 @@ type Queue struct {
 	resource string
 	cli      *clientv3.Client
 	warn     func(string)
+	agreed   bool // cfg.Budget is the fleet's (budget.go)
 }
 
 // Open makes the client for resource's queue. It does not contact etcd:
@@ -56,6 +60,14 @@ func Open(cfg Config, resource string, warn func(string)) (*Queue, error) {
 		// A dead connection is noticed within a keep-alive interval.
 		DialKeepAliveTime:    cfg.TTL / 3,
 		DialKeepAliveTimeout: cfg.TTL / 3,
+		// gRPC's own reconnect backoff grows to minutes: after an outage
+		// longer than the TTL the lease (renewed by etcd's restart) would
+		// expire before the client came back. Retry within a keep-alive
+		// interval instead.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.TTL / 6},
+			MinConnectTimeout: cfg.TTL / 6,
+		})},
 	})
 	if err != nil {
 		return nil, unreachable(&cfg, err)

@@ -30,7 +30,7 @@ func open(t *testing.T, s *etcdtest.Server, prefix string, budget int, host stri
 	if err := c.ParseURL(s.URL(prefix)); err != nil {
 		t.Fatal(err)
 	}
-	c.Budget, c.TTLSec, c.Host = budget, 2, host
+	c.Budget, c.TTLSec, c.Host = budget, 4, host
 	q, err := Open(c, "gpu", func(m string) { t.Log("warn: " + m) })
 	if err != nil {
 		t.Fatal(err)
@@ -245,5 +245,35 @@ func TestDeadHolderSameHostOnly(t *testing.T) {
 			}
 			gb.Release()
 		})
+	}
+}
+
+// The first hold's budget is the fleet's: a hold that names another is
+// refused (it could let more holders in than the others allow), and one
+// that names none takes it.
+func TestBudgetAgreed(t *testing.T) {
+	s := etcdtest.Start(t)
+	q2 := open(t, s, "/agree", 2, "h1")
+	w := enqueue(t, q2, "a")
+	defer w.Cancel()
+	q1 := open(t, s, "/agree", 1, "h1")
+	if _, err := q1.Enqueue(ticket("b")); err == nil || !strings.Contains(err.Error(), "budget") {
+		t.Fatalf("a hold naming budget 1 where the fleet's is 2: %v", err)
+	}
+	var c Config
+	c.ParseURL(s.URL("/agree"))
+	c.TTLSec = 4
+	q, err := Open(c, "gpu", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	w2, err := q.Enqueue(ticket("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Cancel()
+	if q.cfg.Budget != 2 {
+		t.Fatalf("a hold naming no budget has %d, want the fleet's 2", q.cfg.Budget)
 	}
 }

@@ -13,11 +13,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
+
+// lostReleaseBound bounds the release of a lost token: a reachable etcd
+// answers in far less, an unreachable one is not waited for.
+const lostReleaseBound = 500 * time.Millisecond
 
 type grant struct {
 	q        *Queue
@@ -40,18 +45,22 @@ type deadHolder struct {
 	t      queue.Ticket
 }
 
-// newGrant starts watching for the token's loss and finds the dead holders.
-func (q *Queue) newGrant(w *waiter, at int64, l *line) (*grant, error) {
+// newGrant starts watching for the token's loss and takes the dead
+// holders from the take's transaction (its last two reads).
+func (q *Queue) newGrant(w *waiter, resp *clientv3.TxnResponse) *grant {
 	g := &grant{q: q, w: w, rev: w.rev, lostc: make(chan queue.LostInfo, 1), stop: make(chan struct{})}
-	go g.watch(at)
-	ctx, cancel := q.ctx(nil)
-	defer cancel()
-	dead, err := q.deadHolders(ctx, w.rev)
-	if err != nil {
-		q.warn(fmt.Sprintf("cannot list the dead holders of %s (%v): a holder that died holding on this host is not reaped now; run gpu-hold reap later", q, err))
+	go g.watch(resp.Header.Revision)
+	n := len(resp.Responses)
+	g.dead = q.deadIn(resp.Responses[n-2].GetResponseRange().Kvs, resp.Responses[n-1].GetResponseRange().Kvs, w.rev)
+	return g
+}
+
+// deadReads are the reads deadIn needs, for a transaction to end with.
+func (q *Queue) deadReads() []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(q.ticketDir(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(q.heldDir(), clientv3.WithPrefix()),
 	}
-	g.dead = dead
-	return g, nil
 }
 
 func (g *grant) Ticket() queue.Ticket {
@@ -159,18 +168,21 @@ func (g *grant) keyGone(ctx context.Context) (at int64, gone bool) {
 // on. One on this host that still runs lost its lease and ends its own
 // payload: it is not handed on either.
 func (q *Queue) deadHolders(ctx context.Context, mine int64) ([]deadHolder, error) {
-	resp, err := q.cli.Txn(ctx).Then(
-		clientv3.OpGet(q.ticketDir(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(q.heldDir(), clientv3.WithPrefix())).Commit()
+	resp, err := q.cli.Txn(ctx).Then(q.deadReads()...).Commit()
 	if err != nil {
 		return nil, err
 	}
+	return q.deadIn(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, mine), nil
+}
+
+// deadIn is deadHolders from its two reads: the tickets and the held keys.
+func (q *Queue) deadIn(tickets, held []*mvccpb.KeyValue, mine int64) []deadHolder {
 	live := map[int64]bool{}
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+	for _, kv := range tickets {
 		live[kv.CreateRevision] = true
 	}
 	var out []deadHolder
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	for _, kv := range held {
 		rev, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), q.heldDir()), 10, 64)
 		if err != nil || rev == mine || live[rev] {
 			continue
@@ -189,7 +201,7 @@ func (q *Queue) deadHolders(ctx context.Context, mine int64) ([]deadHolder, erro
 			out = append(out, d)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (g *grant) Dead() []queue.Ticket {
@@ -251,8 +263,8 @@ func (g *grant) Unreaped() ([]queue.Ticket, error) {
 
 // Release removes the ticket and its held key in one transaction, then
 // revokes the lease. It is idempotent; a detached grant has nothing to
-// release. After a loss it tries for one keep-alive interval only: the
-// hold must exit within the TTL, and the lease frees the token anyway.
+// release. After a loss it tries briefly (lostReleaseBound): the hold must
+// exit within the TTL, and the lease frees the token anyway.
 func (g *grant) Release() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -263,7 +275,7 @@ func (g *grant) Release() error {
 	close(g.stop)
 	bound := g.q.cfg.ConnectTimeout
 	if g.lost.Load() {
-		bound = g.w.s.interval
+		bound = min(g.w.s.interval, lostReleaseBound)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()

@@ -31,6 +31,8 @@ type session struct {
 
 	stop     chan struct{}
 	stopOnce sync.Once
+	ctx      context.Context // ends a keep-alive in flight when stopped
+	cancel   context.CancelFunc
 	done     chan struct{}
 }
 
@@ -49,6 +51,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*
 		gone: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	s.interval = s.ttl / 3
 	s.deadline = t0.Add(s.ttl - s.interval)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.keep()
 	return s, nil
 }
@@ -76,7 +79,7 @@ func (s *session) keep() {
 // reports whether etcd answered.
 func (s *session) renew() bool {
 	t0 := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), s.interval)
+	ctx, cancel := context.WithTimeout(s.ctx, s.interval)
 	resp, err := s.cli.KeepAliveOnce(ctx, s.id)
 	cancel()
 	switch {
@@ -115,7 +118,10 @@ func (s *session) nextAck() <-chan struct{} {
 
 // stopKeeping ends the keep-alives (the lease then expires by its TTL).
 func (s *session) stopKeeping() {
-	s.stopOnce.Do(func() { close(s.stop) })
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		s.cancel()
+	})
 	<-s.done
 }
 

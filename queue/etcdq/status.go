@@ -18,6 +18,9 @@ func (q *Queue) Status() (queue.Status, error) {
 	ctx, cancel := q.ctx(nil)
 	defer cancel()
 	st := queue.Status{Resource: q.resource, Waiters: []queue.Ticket{}}
+	if err := q.agreeBudget(ctx, false); err != nil {
+		return st, err
+	}
 	l, err := q.readLine(ctx)
 	if err != nil {
 		return st, unreachable(&q.cfg, err)
@@ -68,6 +71,9 @@ func (q *Queue) allDead(ctx context.Context, l *line) ([]queue.Ticket, error) {
 func (q *Queue) Cancel(seq uint64, uid int) error {
 	ctx, cancel := q.ctx(nil)
 	defer cancel()
+	if err := q.agreeBudget(ctx, false); err != nil {
+		return err
+	}
 	l, err := q.readLine(ctx)
 	if err != nil {
 		return unreachable(&q.cfg, err)
@@ -112,7 +118,7 @@ func (q *Queue) TakeDead(ctx context.Context, me queue.Ticket) (queue.Grant, err
 		w.Cancel()
 		return nil, fmt.Errorf("%w: %s holds the token of %s (a dead holder's ticket goes when its lease expires, within %v)", queue.ErrNotDead, l.tickets[0].t.Describe(), q, q.cfg.TTL)
 	}
-	return w.take(cctx, l)
+	return w.take(cctx)
 }
 
 // ReapDead hands over the dead holders of this host without the token.

@@ -48,6 +48,9 @@ func (q *Queue) enqueue(ctx context.Context, t queue.Ticket) (*waiter, error) {
 	if t.Host == "" {
 		t.Host = q.cfg.Host
 	}
+	if err := q.agreeBudget(ctx, true); err != nil {
+		return nil, err
+	}
 	s, err := newSession(ctx, q.cli, q.cfg.TTL)
 	if err != nil {
 		return nil, unreachable(&q.cfg, err)
@@ -105,7 +108,7 @@ func (w *waiter) Wait(ctx context.Context, progress func(queue.Position)) (queue
 			last = &pos
 		}
 		if i < w.q.cfg.Budget {
-			g, err := w.take(ctx, l)
+			g, err := w.take(ctx)
 			if err == errRetry {
 				continue
 			}
@@ -169,9 +172,17 @@ func (w *waiter) ended(ctx context.Context, start time.Time, holder *queue.Ticke
 // revision l was read at, and returns when one moved.
 func (w *waiter) sleep(ctx context.Context, l *line, i int, start time.Time) error {
 	// No WithRequireLeader: the watch rides out etcd's restarts, resuming
-	// from the last revision it saw.
+	// from the last revision it saw. Opening it blocks while etcd is
+	// unreachable: a lease known gone ends that too.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go func() {
+		select {
+		case <-w.s.gone:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
 	from := clientv3.WithRev(l.rev + 1)
 	own := w.q.cli.Watch(wctx, w.key, from, clientv3.WithFilterPut())
 	var ahead clientv3.WatchChan
@@ -216,7 +227,7 @@ var errRetry = errors.New("retry")
 // take makes the ticket a holder: the ticket (still ours, same create
 // revision) gets its granted time, and a leaseless held key names it, in
 // one transaction. The lease must be known alive first.
-func (w *waiter) take(ctx context.Context, l *line) (queue.Grant, error) {
+func (w *waiter) take(ctx context.Context) (queue.Grant, error) {
 	if w.s.expired() {
 		// Granted on a lease that may be gone: renew first.
 		select {
@@ -233,7 +244,7 @@ func (w *waiter) take(ctx context.Context, l *line) (queue.Grant, error) {
 	t.Granted = time.Now()
 	val := encode(t)
 	resp, err := w.q.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
-		Then(clientv3.OpPut(w.key, val, clientv3.WithLease(w.s.id)), clientv3.OpPut(w.q.heldKey(w.rev), val)).Commit()
+		Then(append([]clientv3.Op{clientv3.OpPut(w.key, val, clientv3.WithLease(w.s.id)), clientv3.OpPut(w.q.heldKey(w.rev), val)}, w.q.deadReads()...)...).Commit()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, w.ended(ctx, time.Now(), nil)
@@ -248,5 +259,5 @@ func (w *waiter) take(ctx context.Context, l *line) (queue.Grant, error) {
 	w.done = true
 	w.mu.Unlock()
 	w.t = t
-	return w.q.newGrant(w, resp.Header.Revision, l)
+	return w.q.newGrant(w, resp), nil
 }
