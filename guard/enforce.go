@@ -59,10 +59,12 @@ func (g *Guard) end(ctx context.Context, k key, in intruder) {
 
 // spare says why k must not be ended now, or "".
 func (g *Guard) spare(k key, in intruder) string {
+	ln := g.lineageNow(k.resource)
+	defer ln.close()
 	switch {
 	case k.id.PID == 1 || k.id == g.self:
 		return "it is init or the guard itself"
-	case g.lineageNow(k.resource).has(k.id):
+	case ln.has(k.id):
 		return "it is in the lineage of the resource's token holder"
 	case g.o.Allow.allows(k.id, in.UID):
 		return "it is allow-listed"

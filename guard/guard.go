@@ -216,6 +216,7 @@ func (g *Guard) scanResource(ctx context.Context, r device.Resource, now time.Ti
 		return
 	}
 	ln := g.lineageNow(r.Name)
+	defer ln.close()
 	allowed := 0
 	for _, h := range holders {
 		if h.Ident == g.self || h.PID == 1 {

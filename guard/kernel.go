@@ -123,6 +123,7 @@ func (g *Guard) refreshKernel() {
 	for i, r := range g.res {
 		g.watchQueue(r.Name)
 		ln := g.lineageNow(r.Name)
+		ln.close() // the filter opens the pin itself
 		if i < bpf.LineageSlots && (ln.holder.PID == 0 || k.dg.SetLineage(i, ln.holdID) != nil) {
 			k.dg.SetLineage(i, "")
 		}

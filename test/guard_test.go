@@ -355,3 +355,31 @@ func TestGuardEnforce(t *testing.T) {
 		t.Errorf("the hold exited %d after TERM, want 143", r.Code)
 	}
 }
+
+// TestGuardSparesEscapedMember: under the eBPF tracker without a cgroup,
+// the holder's payload double-forks a daemon that holds the node: it is
+// no longer below the holder (reparented away) and in no hold cgroup, but
+// it is in the hold's pinned lineage, and --enforce must leave it alone.
+//
+// Catches: a guard that knows the lineage only by the process tree.
+func TestGuardSparesEscapedMember(t *testing.T) {
+	if err := bpfUsable(); err != nil {
+		testenv.NeedBPF(t, err)
+	}
+	e := newGuardEnv(t)
+	out := filepath.Join(e.scratch, "daemon")
+	h := rig{}.start(t, e.qdir, newMark(t), e.scratch, "-r", "fake", "-l", "holder", "--track=bpf", "--cgroup=off", "-g", "1s", "--",
+		"bash", "-c", fmt.Sprintf(`setsid bash -c '%q path %q %q ignore &' ; sleep 300`, e.opener, e.node, out))
+	daemon := openerIdent(t, out)
+	if st := stat(t, daemon.PID); st.PPID == h.Cmd.Process.Pid {
+		t.Fatalf("test shape: the daemon %v is still the holder's child", daemon)
+	}
+	g := e.startGuard(t, "--enforce", "-g", "1s")
+	e.waitScans(t, 4)
+	requireVictimAlive(t, daemon, "the holder's double-forked daemon (in its pinned lineage)")
+	if a := e.audited(t, daemon); len(a) != 0 {
+		t.Errorf("the guard audited the holder's daemon: %v\n%s", a, g.Stderr())
+	}
+	h.Signal(syscall.SIGTERM)
+	h.Wait(20 * time.Second)
+}
