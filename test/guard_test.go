@@ -206,6 +206,17 @@ func (e *guardEnv) scans(t *testing.T) float64 {
 	return 0
 }
 
+// lastScan is how long the guard's last scan took, from its metrics.
+func (e *guardEnv) lastScan(t *testing.T) time.Duration {
+	t.Helper()
+	e.waitScans(t, 1)
+	f := readMetrics(t, e.mdir, "guard")["gpu_hold_guard_scan_seconds"]
+	if f == nil {
+		t.Fatal("no gpu_hold_guard_scan_seconds in the guard's metrics")
+	}
+	return time.Duration(f.Metric[0].GetGauge().GetValue() * float64(time.Second))
+}
+
 // auditLine is one line of the audit log.
 type auditLine struct {
 	Action string `json:"action"`
@@ -261,8 +272,15 @@ func TestGuardNamesIntruder(t *testing.T) {
 	waitNamed(t, g, before, 5*time.Second)
 	opened := time.Now()
 	after := e.holdOpen(t, e.opener, "after", "default")
-	l := waitNamed(t, g, after, guardPeriod+3*time.Second)
-	t.Logf("opened to named: %v (period %v)", l.Time.Sub(opened).Round(time.Millisecond), guardPeriod)
+	// The stated bound: one period plus one scan (a scan reads every
+	// process's fds: its time is the host's, read from the guard's metrics).
+	l := waitNamed(t, g, after, 30*time.Second)
+	took, scan := l.Time.Sub(opened), e.lastScan(t)
+	bound := guardPeriod + 2*scan + time.Second
+	t.Logf("opened to named: %v (period %v, last scan %v)", took.Round(time.Millisecond), guardPeriod, scan.Round(time.Millisecond))
+	if took > bound {
+		t.Errorf("named %v after the open, more than a period and a scan (%v)", took, bound)
+	}
 	e.waitScans(t, 4)
 	for _, l := range guardLogs(g, intruderMsg) {
 		if l.PID == payload.PID || l.PID == allowed.PID {
