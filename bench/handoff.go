@@ -42,19 +42,17 @@ func (b *bench) handoffSection() error {
 	res := &HandoffResult{Chain: b.cfg.Chain, Chains: b.cfg.ChainReps}
 	b.res.Handoff = res
 	for _, be := range b.cfg.Backends {
-		m := HandoffMode{Mode: "gpu-hold " + be}
-		var rel, wake, idle []float64
-		for c := 0; c < b.cfg.ChainReps; c++ {
-			r, w, i, err := b.holdChain(be)
-			if err != nil {
-				return err
-			}
-			rel, wake, idle = append(rel, r...), append(wake, w...), append(idle, i...)
+		m, err := b.holdChains("gpu-hold "+be, be, b.cfg.Chain, b.cfg.ChainReps, nil)
+		if err != nil {
+			return err
 		}
-		rd, wd := summarize(rel), summarize(wake)
-		m.ReleaseToStartMS, m.ReleaseToWakeMS, m.IdleMS, m.Gaps = &rd, &wd, summarize(idle), len(rel)
 		res.Modes = append(res.Modes, m)
 	}
+	fleet, err := b.fleetHandoff()
+	if err != nil {
+		return err
+	}
+	res.Modes = append(res.Modes, fleet...)
 	var idle []float64
 	for c := 0; c < b.cfg.ChainReps; c++ {
 		i, err := b.flockChain()
@@ -67,12 +65,29 @@ func (b *bench) handoffSection() error {
 	return nil
 }
 
-// holdChain runs one chain of gpu-hold holds and returns the gaps (ms).
-func (b *bench) holdChain(be string) (rel, wake, idle []float64, err error) {
+// holdChains runs reps chains of n holds (env: the queue backend's) and
+// sums up their gaps.
+func (b *bench) holdChains(mode, be string, n, reps int, env []string) (HandoffMode, error) {
+	m := HandoffMode{Mode: mode}
+	var rel, wake, idle []float64
+	for c := 0; c < reps; c++ {
+		r, w, i, err := b.holdChain(be, n, env)
+		if err != nil {
+			return m, err
+		}
+		rel, wake, idle = append(rel, r...), append(wake, w...), append(idle, i...)
+	}
+	rd, wd := summarize(rel), summarize(wake)
+	m.ReleaseToStartMS, m.ReleaseToWakeMS, m.IdleMS, m.Gaps = &rd, &wd, summarize(idle), len(rel)
+	return m, nil
+}
+
+// holdChain runs one chain of n gpu-hold holds and returns the gaps (ms).
+func (b *bench) holdChain(be string, n int, env []string) (rel, wake, idle []float64, err error) {
 	b.seq++
 	dir := b.dir(fmt.Sprintf("handoff-%s-%d", be, b.seq))
 	stamps, ready, gate := b.path("stamps"), b.path("ready"), b.path("gate")
-	g, err := b.startHold(holdSpec{Dir: dir, Track: be, Grace: -1, Cmd: b.helper("gate", ready, gate)})
+	g, err := b.startHold(holdSpec{Dir: dir, Track: be, Grace: -1, Env: env, Cmd: b.helper("gate", ready, gate)})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -83,9 +98,9 @@ func (b *bench) holdChain(be string) (rel, wake, idle []float64, err error) {
 	if _, ok := g.waitLine("payload started", time.Minute); !ok {
 		return nil, nil, nil, fmt.Errorf("gate hold did not start: %s", g.describe())
 	}
-	holds := make([]*child, b.cfg.Chain)
+	holds := make([]*child, n)
 	for i := range holds {
-		if holds[i], err = b.startHold(holdSpec{Dir: dir, Track: be, Grace: -1, Cmd: b.helper("stamp", stamps, strconv.Itoa(i))}); err != nil {
+		if holds[i], err = b.startHold(holdSpec{Dir: dir, Track: be, Grace: -1, Env: env, Cmd: b.helper("stamp", stamps, strconv.Itoa(i))}); err != nil {
 			return nil, nil, nil, err
 		}
 	}

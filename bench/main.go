@@ -33,7 +33,7 @@ const markEnv = "GPU_HOLD_BENCH_MARK"
 var nan = math.NaN()
 
 // allSections in the order they run.
-var allSections = []string{"spawn", "e2e", "handoff", "teardown", "storm", "footprint", "guard"}
+var allSections = []string{"spawn", "e2e", "handoff", "teardown", "storm", "footprint", "pool", "guard"}
 
 // config is what one run measures and how often.
 type config struct {
@@ -193,7 +193,7 @@ func (b *bench) run() int {
 	defer b.cleanup()
 	steps := map[string]func() error{
 		"spawn": b.spawnSection, "e2e": b.e2eSection, "handoff": b.handoffSection,
-		"teardown": b.teardownSection, "storm": b.stormSection, "footprint": b.footprintSection,
+		"teardown": b.teardownSection, "storm": b.stormSection, "footprint": b.footprintSection, "pool": b.poolSection,
 		"guard": b.guardSection,
 	}
 	code := 0

@@ -24,6 +24,7 @@ type Results struct {
 	Teardown  []TeardownCase  `json:"teardown,omitempty"`
 	Storm     *StormResult    `json:"storm,omitempty"`
 	Footprint []FootprintMode `json:"footprint,omitempty"`
+	Pool      *PoolResult     `json:"pool,omitempty"`
 	Guard     []GuardCost     `json:"guard,omitempty"`
 	Errors    []string        `json:"errors,omitempty"`
 }
@@ -125,8 +126,8 @@ func (b *bench) targets() []Target {
 
 	if r.Handoff != nil {
 		for _, m := range r.Handoff.Modes {
-			if m.ReleaseToStartMS == nil {
-				continue
+			if m.ReleaseToStartMS == nil || strings.Contains(m.Mode, ",") {
+				continue // the fleet rows (bench/fleet.go) are compared, not targeted
 			}
 			add("hand-off median, "+m.Mode, "<= 5 ms release to next payload start",
 				fmt.Sprintf("%s ms (p99 %s)", num(m.ReleaseToStartMS.Median), num(m.ReleaseToStartMS.P99)), m.ReleaseToStartMS.Median <= 5)
@@ -145,6 +146,7 @@ func (b *bench) targets() []Target {
 	} else {
 		none("`gpu-hold --track=proc -- true`", "<= 3x flock+timeout+true", "section not run")
 	}
+	ts = append(ts, poolTargets(r.Pool)...)
 	for i := range ts {
 		if strings.Contains(ts[i].Got, "n/a") && ts[i].Status == "missed" {
 			ts[i].Status = "not measured"
@@ -363,6 +365,7 @@ func (b *bench) markdown() string {
 		}
 	}
 
+	poolMarkdown(p, r.Pool)
 	if len(r.Guard) > 0 {
 		p("")
 		p("### 7. Guard")

@@ -19,19 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Device types of a guarded node, as the kernel's device filter names them.
-const (
-	DevBlock = 1 // BPF_DEVCG_DEV_BLOCK
-	DevChar  = 2 // BPF_DEVCG_DEV_CHAR
-)
-
-// Dev is one guarded device node.
-type Dev struct{ Type, Major, Minor uint32 }
-
 // Denial is one open the filter refused.
 type Denial struct {
 	TGID, UID uint32
-	Dev       Dev
+	Dev       DevID
 	Access    uint32 // BPF_DEVCG_ACC_* bits: 1 mknod, 2 read, 4 write
 }
 
@@ -79,7 +70,7 @@ func (g *DeviceGuard) Close() error {
 }
 
 // SetDevices makes devs the guarded nodes.
-func (g *DeviceGuard) SetDevices(devs []Dev) error {
+func (g *DeviceGuard) SetDevices(devs []DevID) error {
 	want := map[guardDevKey]bool{}
 	for _, d := range devs {
 		want[guardDevKey{Type: d.Type, Major: d.Major, Minor: d.Minor}] = true
@@ -185,7 +176,7 @@ func (g *DeviceGuard) ReadDenial() (Denial, error) {
 		return Denial{}, fmt.Errorf("a denial of %d bytes, want 24", len(b))
 	}
 	u := func(i int) uint32 { return binary.LittleEndian.Uint32(b[4*i:]) }
-	return Denial{TGID: u(0), UID: u(1), Dev: Dev{u(2), u(3), u(4)}, Access: u(5)}, nil
+	return Denial{TGID: u(0), UID: u(1), Dev: DevID{u(2), u(3), u(4)}, Access: u(5)}, nil
 }
 
 // Refused is how many opens the filter refused since it was loaded (each

@@ -86,14 +86,14 @@ func TestDeviceGuard(t *testing.T) {
 			g.Close()
 		}
 	}()
-	if err := g.SetDevices([]Dev{{DevChar, major, minor}}); err != nil {
+	if err := g.SetDevices([]DevID{{DevChar, major, minor}}); err != nil {
 		t.Fatal(err)
 	}
 	if e := openErr(node); e != unix.EPERM {
 		t.Fatalf("open of a guarded node by a process not allowed: %v, want EPERM", e)
 	}
 	d, err := g.ReadDenial()
-	if err != nil || d.TGID != uint32(os.Getpid()) || d.Dev != (Dev{DevChar, major, minor}) || d.Access&2 == 0 {
+	if err != nil || d.TGID != uint32(os.Getpid()) || d.Dev != (DevID{DevChar, major, minor}) || d.Access&2 == 0 {
 		t.Errorf("denial %+v (%v), want tgid %d, char %d:%d, read", d, err, os.Getpid(), major, minor)
 	}
 	if err := g.SetTGIDs(map[uint32]bool{uint32(os.Getpid()): true}); err != nil {
@@ -144,7 +144,7 @@ sleep 300`)
 	g, err := LoadDeviceGuard(mnt)
 	testenv.NeedBPF(t, err)
 	defer g.Close()
-	if err := g.SetDevices([]Dev{{DevChar, major, minor}}); err != nil {
+	if err := g.SetDevices([]DevID{{DevChar, major, minor}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.SetLineage(0, id); err != nil {
@@ -180,7 +180,7 @@ func TestDeviceGuardHolders(t *testing.T) {
 	g, err := LoadDeviceGuard(mnt)
 	testenv.NeedBPF(t, err)
 	defer g.Close()
-	if err := g.SetDevices([]Dev{{DevChar, major, minor}}); err != nil {
+	if err := g.SetDevices([]DevID{{DevChar, major, minor}}); err != nil {
 		t.Fatal(err)
 	}
 	self, err := proc.Self()

@@ -43,6 +43,8 @@ const ResourcesFile = "resources.json"
 type Resource struct {
 	Name    string   `json:"-"`
 	Devices []string `json:"devices"`
+	// Pool replaces the discovered pool (see PoolConfig); nil: discover.
+	Pool *PoolConfig `json:"pool,omitempty"`
 }
 
 // DefaultResources returns the built-in resources: gpu (NVIDIA and AMD nodes)
@@ -186,6 +188,11 @@ func parseResources(data []byte) (map[string]Resource, error) {
 		}
 		for _, p := range r.Devices {
 			if err := checkDevicePattern(p); err != nil {
+				return nil, fmt.Errorf("resource %q: %v", name, err)
+			}
+		}
+		if r.Pool != nil {
+			if err := r.Pool.check(); err != nil {
 				return nil, fmt.Errorf("resource %q: %v", name, err)
 			}
 		}

@@ -45,7 +45,7 @@ type kernel struct {
 	dg      *bpf.DeviceGuard
 	mount   string
 	mu      sync.Mutex // refresh
-	nodes   map[bpf.Dev]nodeOf
+	nodes   map[bpf.DevID]nodeOf
 	logged  map[uint32]time.Time
 	in      int // inotify on the resource dirs; -1: none
 	watched map[string]bool
@@ -71,7 +71,7 @@ func (g *Guard) openKernel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--deny-at-open: %v (run as root on a kernel with BPF; or drop --deny-at-open)", err)
 	}
-	k := &kernel{dg: dg, mount: mnt, nodes: map[bpf.Dev]nodeOf{}, logged: map[uint32]time.Time{}, watched: map[string]bool{}}
+	k := &kernel{dg: dg, mount: mnt, nodes: map[bpf.DevID]nodeOf{}, logged: map[uint32]time.Time{}, watched: map[string]bool{}}
 	k.in, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		k.in = -1
@@ -167,9 +167,9 @@ func (g *Guard) walkAllowed(tgids map[uint32]bool) {
 }
 
 // guardedDevs is the device numbers of the resources' nodes.
-func guardedDevs(res []device.Resource) ([]bpf.Dev, map[bpf.Dev]nodeOf) {
-	var devs []bpf.Dev
-	nodes := map[bpf.Dev]nodeOf{}
+func guardedDevs(res []device.Resource) ([]bpf.DevID, map[bpf.DevID]nodeOf) {
+	var devs []bpf.DevID
+	nodes := map[bpf.DevID]nodeOf{}
 	for _, r := range res {
 		ns, err := device.Expand(r.Devices)
 		if err != nil {
@@ -190,22 +190,22 @@ func guardedDevs(res []device.Resource) ([]bpf.Dev, map[bpf.Dev]nodeOf) {
 }
 
 // devOf is a device node's number for the filter (not for a plain file).
-func devOf(n device.Node) (bpf.Dev, bool) {
+func devOf(n device.Node) (bpf.DevID, bool) {
 	typ := uint32(bpf.DevChar)
 	switch n.Kind {
 	case "char":
 	case "block":
 		typ = bpf.DevBlock
 	default:
-		return bpf.Dev{}, false
+		return bpf.DevID{}, false
 	}
 	maj, min, ok := strings.Cut(n.Rdev, ":")
 	a, err1 := strconv.ParseUint(maj, 10, 32)
 	b, err2 := strconv.ParseUint(min, 10, 32)
 	if !ok || err1 != nil || err2 != nil {
-		return bpf.Dev{}, false
+		return bpf.DevID{}, false
 	}
-	return bpf.Dev{Type: typ, Major: uint32(a), Minor: uint32(b)}, true
+	return bpf.DevID{Type: typ, Major: uint32(a), Minor: uint32(b)}, true
 }
 
 // watchQueue adds an inotify watch on resource's queue dir when it exists.

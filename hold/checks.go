@@ -99,7 +99,9 @@ func (h *holdRun) writeMetrics(granted, ended time.Time) {
 	} else if !h.queued.IsZero() {
 		m.Wait = ended.Sub(h.queued)
 	}
-	if err := metrics.Record(h.o.MetricsDir, h.o.Resource, m); err != nil {
-		h.o.Log.Warn().Err(err).Str("metrics_dir", h.o.MetricsDir).Msg("cannot write metrics")
+	for _, res := range append([]string{h.o.Resource}, h.poolMetricNames()...) {
+		if err := metrics.Record(h.o.MetricsDir, res, m); err != nil {
+			h.o.Log.Warn().Err(err).Str("metrics_dir", h.o.MetricsDir).Msg("cannot write metrics")
+		}
 	}
 }

@@ -18,6 +18,8 @@ const (
 	ExitMemFloor = 72
 	// ExitDeviceHolders: --device-holders=fail and a process outside the lineage still held the device.
 	ExitDeviceHolders = 73
+	// ExitLeaseLost: the token's etcd lease was lost and the payload ended.
+	ExitLeaseLost = 76
 	// ExitYielded: a yielding hold (--yield) gave the token to a ticket that does not yield.
 	ExitYielded = 79
 )

@@ -27,8 +27,10 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
 	}
+	filter := h.filterDevices()
+	defer filter.Close()
 	baseline := h.deviceBaseline()
-	if h.signalledBeforeStart(sigc) || h.yieldedBeforeStart() {
+	if h.signalledBeforeStart(sigc) || h.yieldedBeforeStart() || h.lostNow() {
 		return h.res, nil
 	}
 	p, err := h.start(tr)
@@ -36,6 +38,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		return h.res, err
 	}
 	defer p.reap()
+	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
 	go h.ignoreSignals(sigc)
 	out := h.endLineage(tr, p, pinned)
@@ -114,6 +117,8 @@ func (p *running) reap() {
 func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 	o, log := &h.o, h.o.Log
 	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
+	env = append(env, h.poolEnv()...)
+	env = append(env, h.fenceEnv()...)
 	cmd, root, err := launch(o, tr, h.cg, env)
 	var sf *startFailure
 	if err != nil && h.cg != nil && o.Cgroup == "auto" && errors.As(err, &sf) {
@@ -159,10 +164,11 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 	o, log := &h.o, h.o.Log
 	var deadline <-chan time.Time
 	if o.MaxHold > 0 {
-		t := time.NewTimer(o.MaxHold)
+		left := h.maxHoldLeft()
+		t := time.NewTimer(left)
 		defer t.Stop()
 		deadline = t.C
-		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(o.MaxHold) })
+		h.rec.update(func(hi *record.HoldInfo) { hi.Times.Deadline = p.start.Add(left) })
 	}
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
@@ -185,7 +191,10 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 	case low := <-memLow:
 		h.res.Code, h.res.Cause = ExitMemFloor, record.CauseMemFloor
 		log.Error().Uint64("available", low.Available).Uint64("floor", low.Floor).Msg(low.Error() + "; ending the payload")
+	case li := <-h.lostC():
+		h.leaseLost(li)
 	}
+	h.lostNow() // lost as well (a holder thawed after a stop): that is the end on record
 }
 
 // ignoreSignals says, for every further signal, that teardown goes on:
@@ -202,7 +211,7 @@ func (h *holdRun) ignoreSignals(sigc chan os.Signal) {
 // still holds reach the record).
 func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner) teardown.Outcome {
 	log := h.o.Log
-	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.o.Grace, SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate}
+	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate}
 	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
 	out := td.Run()

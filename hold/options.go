@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
 
 // Options configure one hold.
@@ -31,10 +32,13 @@ type Options struct {
 	RecordAge   time.Duration // records older than this are pruned (0 = no age bound)
 
 	Devices       []string      // --device: replaces the resource's device list
+	Count         int           // --count: devices of the resource's pool (0: 1)
 	DeviceHolders device.Policy // warn, wait, fail
 	DeviceWait    time.Duration // bound for --device-holders=wait
 	MemFloor      uint64        // bytes; 0 = none
 	MetricsDir    string
+	Etcd          *etcdq.Config // the fleet queue (nil: the directory)
+	LostGrace     time.Duration // teardown grace after a lost lease
 
 	Yield   bool // give the token up to any ticket that does not yield (yield.go)
 	Restart bool // with Yield: queue again after each end (keeper.go)
@@ -67,6 +71,9 @@ func (o *Options) Validate() error {
 	case "auto", "on", "off":
 	default:
 		return fmt.Errorf("--cgroup %q is not one of auto, on, off", o.Cgroup)
+	}
+	if o.Count < 0 {
+		return fmt.Errorf("--count must be at least 1 (got %d)", o.Count)
 	}
 	if o.Restart && !o.Yield {
 		return errors.New("--restart is for serve keepers: use it with --yield (a loop in the shell restarts any other command)")

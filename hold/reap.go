@@ -19,6 +19,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/teardown"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -159,6 +160,7 @@ type ReapOptions struct {
 	All                 bool // every resource of Dir
 	Grace, SurvivorWait time.Duration
 	Log                 zerolog.Logger
+	Etcd                *etcdq.Config // the fleet queue (nil: the directory)
 }
 
 // Reap ends the lineage of a resource's dead holders (of every resource's,
@@ -167,7 +169,7 @@ type ReapOptions struct {
 // unable to end a dead holder itself), it reaps beside it. It returns how
 // many dead holders it reaped; an error names those it could not end.
 func Reap(ctx context.Context, o ReapOptions) (int, error) {
-	resources := []string{o.Resource}
+	resources := append([]string{o.Resource}, poolQueues(o.Dir, o.Resource, func(m string) { o.Log.Warn().Msg(m) })...)
 	if o.All {
 		var err error
 		if resources, err = resourceDirs(o.Dir); err != nil {
@@ -188,7 +190,7 @@ func Reap(ctx context.Context, o ReapOptions) (int, error) {
 
 // reapResource is Reap for one resource.
 func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
-	q, err := queue.OpenDir(o.Dir, res, queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }})
+	q, err := openReapQueue(o, res)
 	if err != nil {
 		return 0, err
 	}
@@ -199,7 +201,7 @@ func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cannot read own identity from /proc: %v", err)
 	}
-	host, _ := os.Hostname()
+	host := TicketHost()
 	g, err := q.TakeDead(ctx, queue.Ticket{Resource: res, Label: "gpu-hold reap", Holder: self, UID: os.Getuid(), Host: host, Created: time.Now()})
 	if errors.Is(err, queue.ErrNotDead) {
 		// A live holder: a successor may be waiting on dead holders it
@@ -215,6 +217,10 @@ func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
 	n := 0
 	var blocked []string
 	for _, d := range g.Dead() {
+		if o.Etcd != nil && !confirmDead(d, o.Log) {
+			g.Reaped(d)
+			continue
+		}
 		rh := reapOne(d, "reap", "", o.Grace, o.SurvivorWait, o.Log)
 		if rh.Blocked != "" {
 			blocked = append(blocked, fmt.Sprintf("%s: %s", d.Describe(), rh.Blocked))

@@ -74,6 +74,9 @@ func (h *holdRun) retryBlocked(g queue.Grant, pending []queue.Ticket, blocked ma
 // reapAndMark reaps d; done, it is marked reaped; blocked, it is noted in
 // blocked and said once.
 func (h *holdRun) reapAndMark(g queue.Grant, d queue.Ticket, blocked map[uint64]record.ReapedHold) error {
+	if h.fence != nil && !h.confirmDead(d) {
+		return g.Reaped(d)
+	}
 	rh := reapOne(d, "hold", h.id, h.o.Grace, h.o.SurvivorWait, h.o.Log)
 	if rh.Blocked != "" {
 		blocked[d.Seq] = rh

@@ -90,6 +90,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if h.devices, err = devicePatterns(&o); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
+	if err := h.resolvePool(); err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
 
 	grant, err := h.acquire(ctx, sigc)
 	if err != nil {
@@ -145,8 +148,11 @@ type holdRun struct {
 	lost          uint64          // events the tracker lost
 	memSource     memfloor.Source // nil: /proc/meminfo
 	granted       time.Time       // when the token was taken (zero: never)
+	fence         queue.Fenced    // the grant, when its token can be lost (etcd)
 	// cg is the payload's cgroup, if any.
 	cg *cgroup.Cgroup
+	// pool is the pool side of the hold (pool.go).
+	pool poolHold
 	// contended is closed when a yielding hold must give way (yield.go).
 	contended <-chan struct{}
 }
@@ -157,23 +163,19 @@ type holdRun struct {
 // from the moment the token is taken.
 func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant, error) {
 	o, log := &h.o, h.o.Log
-	q, err := queue.OpenDir(o.Dir, o.Resource, queue.DirOptions{Warn: func(msg string) { log.Warn().Msg(msg) }})
-	if err != nil {
-		return nil, &Error{Code: ExitUsage, Err: err}
-	}
 	self, err := proc.Self()
 	if err != nil {
 		return nil, failf(ExitUsage, "cannot read own identity from /proc: %v", err)
 	}
-	host, _ := os.Hostname()
+	host := TicketHost()
 	h.queued = time.Now()
 	h.res.Record = recordPath(o, h.id)
-	w, err := q.Enqueue(queue.Ticket{
+	w, err := h.enqueue(ctx, queue.Ticket{
 		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
 		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield,
 	})
 	if err != nil {
-		return nil, &Error{Code: ExitUsage, Err: err}
+		return nil, enqueueFailed(err)
 	}
 	h.ticket = w.Ticket()
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Str("label", o.Label).Msg("waiting for the token")
@@ -211,6 +213,12 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited", time.Since(h.queued)).Msg("token taken")
 	h.granted = time.Now()
 	h.rec.open(h, h.granted)
+	if err := h.poolGranted(); err != nil {
+		h.rec.close(&h.res, time.Now(), log)
+		grant.Release()
+		return nil, &Error{Code: ExitUsage, Err: err}
+	}
+	h.fenced(grant)
 	err = h.reapDead(wctx, grant)
 	if sig := signalled(); err != nil || sig != nil {
 		// A signal while reaping ends the hold before its payload runs.

@@ -60,6 +60,9 @@ func (s *statusLine) draw() {
 		}
 		line += fmt.Sprintf(", held by %s (pid %d) for %s", label, hd.Holder.PID, time.Since(hd.Granted).Round(time.Second))
 	}
+	if s.last.Waiting != "" {
+		line += "; " + s.last.Waiting
+	}
 	fmt.Fprintf(s.w, "\r\033[K%s", line)
 }
 

@@ -27,7 +27,7 @@ func (q *dirQueue) Cancel(seq uint64, uid int) error {
 	if uid != 0 && uid != e.UID {
 		return fmt.Errorf("%w: ticket %d (%s) belongs to uid %d; only its owner or root may cancel it", ErrNotOwner, seq, e.Describe(), e.UID)
 	}
-	if e.granted() {
+	if e.granted() || len(e.Devices) > 0 { // a running pool ticket holds devices
 		if e.live {
 			return fmt.Errorf("%w: ticket %d (%s) holds the token; cancel removes waiting tickets only: to end the hold, send its gpu-hold (pid %d) SIGTERM", ErrHolding, seq, e.Describe(), e.Holder.PID)
 		}

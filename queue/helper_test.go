@@ -50,6 +50,9 @@ func helperMain(mode string) int {
 		return 1
 	}
 	label := os.Getenv("QH_LABEL")
+	if mode == "pool" {
+		return poolHelper(say, label)
+	}
 	switch mode {
 	case "cancel":
 		seq, _ := strconv.ParseUint(os.Getenv("QH_SEQ"), 10, 64)

@@ -30,6 +30,14 @@ type Ticket struct {
 	Record string `json:"record,omitempty"`
 	// Granted is set on the holder's entry once it took the token.
 	Granted time.Time `json:"granted,omitempty"`
+	// Pool holds (pool.go): Count devices asked; Bound, the hold's tenure
+	// bound once granted (0: none); Devices, the pool indices a running
+	// pool ticket holds (shown, never believed); PoolSeq, on a device's
+	// ticket, the pool ticket it was taken for.
+	Count   int           `json:"count,omitempty"`
+	Bound   time.Duration `json:"bound_ns,omitempty"`
+	Devices []int         `json:"devices,omitempty"`
+	PoolSeq uint64        `json:"pool_seq,omitempty"`
 	// Yield: the ticket gives way to every other ticket (yield.go). It
 	// changes only this ticket's own treatment.
 	Yield bool `json:"yield,omitempty"`
@@ -90,16 +98,34 @@ type Contender interface {
 	Contended() <-chan struct{}
 }
 
+// Fenced is a Grant whose token can be lost while held (the etcd backend's
+// lease): Lost is closed-and-ready once the token is no longer ours, and
+// Fence is the token's fencing number (it grows with every grant). The
+// directory backend's token cannot be lost and does not implement it.
+type Fenced interface {
+	Lost() <-chan LostInfo
+	Fence() int64
+}
+
+// LostInfo says when the holder knew the token was lost, and why.
+type LostInfo struct {
+	At     time.Time
+	Reason string
+}
+
 // Position is what a waiter knows about its place.
 type Position struct {
 	Ahead  int     // tickets ahead of ours, excluding the holder
 	Holder *Ticket // current holder, if any
+	// Waiting says what a pool ticket waits for (empty for a token).
+	Waiting string
 }
 
 // Status is a snapshot of a queue.
 type Status struct {
 	Resource string   `json:"resource"`
 	Holder   *Ticket  `json:"holder,omitempty"`
+	Holders  []Ticket `json:"holders,omitempty"` // further holders, where a budget allows more than one
 	Waiters  []Ticket `json:"waiters"`
 	Dead     []Ticket `json:"dead,omitempty"`    // holders that died and are not yet reaped
 	Skipped  []string `json:"skipped,omitempty"` // files in the directory that are not ours (reported, ignored)

@@ -133,9 +133,14 @@ type HoldInfo struct {
 	// DeviceHolders are the processes outside the lineage that still held
 	// the device after teardown, as the hold describes them (opaque here).
 	DeviceHolders []any `json:"device_holders,omitempty"`
+	// Devices are the pool devices the hold was given and how the others
+	// were kept from it, as the hold describes them (opaque here).
+	Devices any `json:"devices,omitempty"`
 	// Reaped lists the dead holders' lineages this hold ended before its
 	// own payload started.
 	Reaped []ReapedHold `json:"reaped,omitempty"`
+	// Lease is the fleet queue's account of the token (etcd backend only).
+	Lease *LeaseInfo `json:"lease,omitempty"`
 }
 
 // Usage is a process's own CPU time and peak memory (getrusage

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
@@ -75,6 +76,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	etcdtest.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -123,7 +125,7 @@ func (h *hold) Start() *hold {
 	h.t.Helper()
 	args := append([]string{"--dir", h.Dir, "--log-format", "json"}, h.Args...)
 	h.Cmd = exec.Command(bin, args...)
-	h.Cmd.Env = append(append(os.Environ(), markEnv+"="+h.Mark), h.Env...)
+	h.Cmd.Env = append(append(append(os.Environ(), markEnv+"="+h.Mark), queueEnv(h.Dir)...), h.Env...)
 	h.Cmd.Stdout, h.Cmd.Stderr = &h.out, &h.err
 	// Its own process group, so a test can signal the hold alone.
 	h.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -27,6 +27,7 @@ import (
 func qCmd(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--dir", dir, "--log-format", "json"}, args...)...)
+	cmd.Env = append(os.Environ(), queueEnv(dir)...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	t0 := time.Now()
@@ -178,8 +179,14 @@ func qEntered(log string) []string {
 // qStress runs n holds at once; with kill, it SIGKILLs the gpu-hold of the
 // payloads that are kill-th to enter, while they are inside, and checks
 // everything the stress test promises.
-func qStress(t *testing.T, n int, kill map[int]bool) {
-	dir := t.TempDir()
+func qStress(t *testing.T, dir string, n int, kill map[int]bool) { qStressHosts(t, dir, n, kill, 1) }
+
+// qStressHosts is qStress with holds spread over hosts simulated hosts
+// (GPU_HOLD_HOSTNAME). With more than one, a killed holder's payload is
+// ended by the next hold on its own host, not by its successor: it is not
+// counted as inside (a lease does not fence a dead holder's host), stays
+// until it is ended, and must be ended by that one hold.
+func qStressHosts(t *testing.T, dir string, n int, kill map[int]bool, hosts int) {
 	scratch := t.TempDir()
 	log := filepath.Join(scratch, "inside.log")
 	mark := newMark(t)
@@ -192,6 +199,9 @@ func qStress(t *testing.T, n int, kill map[int]bool) {
 			gofile = filepath.Join(scratch, "go."+label)
 		}
 		h := newHold(t, dir, mark, append([]string{"-l", label, "--track", "proc", "-g", "2s", "--"}, qPayload(log, label, gofile)...)...)
+		if hosts > 1 {
+			h.Env = append(h.Env, "GPU_HOLD_HOSTNAME="+qHost(i, hosts))
+		}
 		holds[label] = h
 		labels = append(labels, label)
 	}
@@ -213,7 +223,7 @@ func qStress(t *testing.T, n int, kill map[int]bool) {
 			entered := qEntered(log)
 			for ; seen < len(entered); seen++ {
 				l := entered[seen]
-				if seen > 0 && killed[entered[seen-1]] {
+				if seen > 0 && killed[entered[seen-1]] && hosts == 1 {
 					free(entered[seen-1])
 				}
 				if kill[seen] {
@@ -282,6 +292,9 @@ func qStress(t *testing.T, n int, kill map[int]bool) {
 			for _, s := range qLogTickets(holds[o].Stderr(), "dead holder") {
 				if s == seqOf[l] {
 					reporters++
+					if qHostOf(holds[o]) != qHostOf(holds[l]) {
+						t.Errorf("dead holder %s (host %q) reaped by %s on host %q", l, qHostOf(holds[l]), o, qHostOf(holds[o]))
+					}
 					break
 				}
 			}
@@ -302,14 +315,17 @@ func qStress(t *testing.T, n int, kill map[int]bool) {
 	}
 }
 
-func TestQueueStress24(t *testing.T) { qStress(t, 24, nil) }
-
-func TestQueueStressKilledHolders(t *testing.T) {
-	qStress(t, 24, map[int]bool{3: true, 9: true, 15: true})
+func TestQueueStress24(t *testing.T) {
+	forQueues(t, func(t *testing.T, dir string) { qStress(t, dir, 24, nil) })
 }
 
-func TestQueueWaitAllowance(t *testing.T) {
-	dir := t.TempDir()
+func TestQueueStressKilledHolders(t *testing.T) {
+	forQueues(t, func(t *testing.T, dir string) { qStress(t, dir, 24, map[int]bool{3: true, 9: true, 15: true}) })
+}
+
+func TestQueueWaitAllowance(t *testing.T) { forQueues(t, queueWaitAllowance) }
+
+func queueWaitAllowance(t *testing.T, dir string) {
 	mark := newMark(t)
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "30").Start()
 	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
@@ -332,8 +348,9 @@ func TestQueueWaitAllowance(t *testing.T) {
 	a.Wait(30 * time.Second)
 }
 
-func TestQueueCancelWhileWaiting(t *testing.T) {
-	dir := t.TempDir()
+func TestQueueCancelWhileWaiting(t *testing.T) { forQueues(t, queueCancelWhileWaiting) }
+
+func queueCancelWhileWaiting(t *testing.T, dir string) {
 	mark := newMark(t)
 	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "30").Start()
 	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))

@@ -59,6 +59,9 @@ type doctorResource struct {
 	Nodes   []string        `json:"nodes"`
 	Holders []device.Holder `json:"holders"`
 	Error   string          `json:"error,omitempty"`
+	// Pool is the resource's device pool (discovered, or from
+	// resources.json); nil when it has fewer than two devices.
+	Pool *device.Pool `json:"pool,omitempty"`
 }
 
 func newCmdDoctor(g *globalOpts) *cobra.Command {
@@ -135,6 +138,7 @@ func doctorRun(opts *doctorOptions) error {
 	if err := tw.Flush(); err != nil {
 		return usageErr("writing the report: %w", err)
 	}
+	printPools(opts.Out, rep.Resources)
 	if _, err := fmt.Fprint(opts.Out, "\n"+queueDirText(rep.QueueDir)); err != nil {
 		return usageErr("writing the report: %w", err)
 	}
@@ -173,6 +177,7 @@ func wantedDirs(def string, res []doctorResource) []string {
 		if len(r.Nodes) > 0 && r.Name != def {
 			want = append(want, r.Name)
 		}
+		want = append(want, poolDirs(r)...)
 	}
 	return want
 }
@@ -291,6 +296,9 @@ func doctorResources(dir string) []doctorResource {
 		}
 		if err != nil {
 			r.Error = err.Error()
+		}
+		if p := device.PoolOf(res[name], "/"); p.Multi() {
+			r.Pool = &p
 		}
 		out = append(out, r)
 	}

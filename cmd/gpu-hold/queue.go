@@ -52,6 +52,9 @@ lists the known ones.`,
 // openQueue opens the resource's queue for a command that queues (it
 // creates the resource dir when missing).
 func (g *globalOpts) openQueue() (queue.Queue, error) {
+	if q, ok, err := g.openFleet(); ok {
+		return q, err
+	}
 	dir, err := g.queueDir()
 	if err != nil {
 		return nil, err
@@ -68,6 +71,9 @@ func (g *globalOpts) openQueue() (queue.Queue, error) {
 // configured resource that has no directory yet (nobody queued for it) is
 // a nil queue; an unknown one is a usage error that lists the known ones.
 func (g *globalOpts) openQueueRead() (queue.Queue, error) {
+	if q, ok, err := g.openFleet(); ok {
+		return q, err
+	}
 	dir, err := g.findDir()
 	if err != nil {
 		return nil, err
@@ -98,6 +104,9 @@ func (g *globalOpts) findDir() (string, error) {
 func (g *globalOpts) warn(msg string) { g.Log.Warn().Msg(msg) }
 
 func queueRun(opts *queueOptions) error {
+	if done, err := poolQueue(opts); done {
+		return err
+	}
 	q, err := opts.g.openQueueRead()
 	if err != nil {
 		return err
@@ -123,16 +132,19 @@ func printQueue(out io.Writer, st queue.Status, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POS\tTICKET\tSTATE\tLABEL\tPID\tUSER\tAGE\tCOMMAND")
+	fmt.Fprintln(tw, "POS\tTICKET\tSTATE\tLABEL\tPID\tHOST\tUSER\tAGE\tCOMMAND")
 	row := func(pos, state string, t queue.Ticket, since time.Time) {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", pos, t.Seq, state, cell(t.Label, 24), t.Holder.PID,
-			userName(t.UID), age(now.Sub(since)), command(t.Cmd))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", pos, t.Seq, state, cell(t.Label, 24), t.Holder.PID,
+			cell(t.Host, 24), userName(t.UID), age(now.Sub(since)), command(t.Cmd))
 	}
 	for _, d := range st.Dead {
 		row("-", "dead", d, d.Granted)
 	}
 	if h := st.Holder; h != nil {
 		row("0", "holding", *h, h.Granted)
+	}
+	for _, h := range st.Holders {
+		row("0", "holding", h, h.Granted)
 	}
 	for i, w := range st.Waiters {
 		row(strconv.Itoa(i+1), "waiting", w, w.Created)

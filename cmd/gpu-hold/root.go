@@ -18,9 +18,10 @@ import (
 
 // globalOpts are the flags every subcommand takes.
 type globalOpts struct {
-	Dir       string // --dir; resolved by hold.ResolveDir when empty
-	Resource  string // -r/--resource
-	LogFormat string // --log-format auto|console|json
+	Dir       string    // --dir; resolved by hold.ResolveDir when empty
+	Resource  string    // -r/--resource
+	LogFormat string    // --log-format auto|console|json
+	Fleet     fleetOpts // --queue and the etcd flags (fleet.go)
 	Log       zerolog.Logger
 }
 
@@ -99,6 +100,7 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
 	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")
 	pf.StringVar(&g.LogFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), console or json")
+	addFleetFlags(pf, &g.Fleet)
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return g.setupLog() }
 	root.AddCommand(
 		newCmdQueue(g),

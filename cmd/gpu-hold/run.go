@@ -60,6 +60,7 @@ still holds the device, writes a record, and only then releases the token.`,
 	f.StringVar(&o.Dump, "dump", "", "write the hold's record here (default: the resource's records directory)")
 	f.IntVar(&o.KeepRecords, "keep-records", 200, "records kept per resource in its records directory")
 	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "records older than this are removed (0: no age limit)")
+	f.IntVarP(&o.Count, "count", "n", 1, "devices of the resource's pool to hold, all at once (gpu-hold doctor lists the pool)")
 	f.StringArrayVar(&o.Devices, "device", nil, "device node (or glob) whose holders are checked at release; repeatable; replaces the resource's list")
 	o.DeviceHolders = device.PolicyWarn
 	f.Var(&o.DeviceHolders, "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)")
@@ -68,6 +69,7 @@ still holds the device, writes a record, and only then releases the token.`,
 	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write node_exporter textfile metrics for the resource here")
 	f.BoolVar(&o.Yield, "yield", false, "serve keeper: take the token only while no job waits, and give it up (exit 79) as soon as one queues")
 	f.BoolVar(&o.Restart, "restart", false, "with --yield: queue again after each end, until a signal")
+	addLostGraceFlag(f, o)
 	return cmd
 }
 
@@ -93,6 +95,9 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		return usageErr("%v", err)
 	}
 	o.MemFloor = floor
+	if o.Etcd, err = g.etcdConfig(); err != nil {
+		return err
+	}
 	if err := o.Validate(); err != nil {
 		return usageErr("%v", err)
 	}

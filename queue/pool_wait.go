@@ -1,0 +1,283 @@
+// pool_wait.go owns a waiting pool ticket: each round it takes the
+// scheduling lock, reads the devices, asks Schedule whether it may start,
+// and if so takes every device it was given or none; otherwise it sleeps
+// on the pool directory (tickets come and go, a holder's pool ticket goes
+// when it releases), the pidfds of the devices' holders and of the tickets
+// ahead, and the end of its context.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// PoolWaiter is a pool ticket waiting for its devices.
+type PoolWaiter struct {
+	p       *Pool
+	w       *waiter
+	waiting atomic.Pointer[string] // what the last round waited for
+}
+
+// Waiting says what the last round waited for ("" before the first).
+func (pw *PoolWaiter) Waiting() string {
+	if s := pw.waiting.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// Ticket is the pool ticket.
+func (pw *PoolWaiter) Ticket() Ticket { return pw.w.e.Ticket }
+
+// Cancel removes the pool ticket (idempotent).
+func (pw *PoolWaiter) Cancel() error { return pw.w.Cancel() }
+
+// Wait blocks until the schedule lets this ticket start and it took all
+// its devices, as Waiter.Wait does for a token: ErrRemoved, ctx.Err() or a
+// *WaitTimeout end it, with the ticket removed.
+func (pw *PoolWaiter) Wait(ctx context.Context, progress func(Position)) (*PoolGrant, error) {
+	l, err := pw.watch(ctx, progress)
+	if err != nil {
+		pw.Cancel()
+		return nil, err
+	}
+	defer l.close()
+	for {
+		if g, done, err := l.step(); done {
+			return g, err
+		}
+	}
+}
+
+// poolLoop is the state of a pool ticket's Wait across its rounds.
+type poolLoop struct {
+	pw       *PoolWaiter
+	ctx      context.Context
+	progress func(Position)
+	start    time.Time
+	ev       *events
+	sched    *tokenLock
+	stop     func() bool
+	last     Position
+	reported bool
+	backoff  time.Duration
+}
+
+// watch sets up what the rounds sleep on: inotify on the pool dir, the
+// scheduling lock's file, and a wake-up when ctx ends.
+func (pw *PoolWaiter) watch(ctx context.Context, progress func(Position)) (*poolLoop, error) {
+	ev, err := newEvents(pw.p.q)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := pw.p.q.openToken()
+	if err != nil {
+		go ev.close()
+		return nil, err
+	}
+	l := &poolLoop{pw: pw, ctx: ctx, progress: progress, start: time.Now(), ev: ev, sched: sched}
+	l.stop = context.AfterFunc(ctx, ev.kickNow)
+	return l, nil
+}
+
+func (l *poolLoop) close() {
+	l.stop()
+	l.sched.close()
+	go l.ev.close() // an inotify close waits for an RCU grace period
+}
+
+// step is one round and, when it did not start, the sleep after it.
+func (l *poolLoop) step() (*PoolGrant, bool, error) {
+	pw := l.pw
+	if pw.w.removed() {
+		pw.w.drop()
+		return nil, true, ErrRemoved
+	}
+	if l.ctx.Err() != nil {
+		return nil, true, pw.w.giveUp(l.ctx, l.start, nil)
+	}
+	g, r, err := pw.round(l.sched)
+	if err != nil || g != nil {
+		if err != nil {
+			pw.Cancel()
+		}
+		return g, true, err
+	}
+	l.tell(Position{Ahead: r.ahead, Waiting: pw.Waiting()})
+	if err := l.sleep(r); err != nil {
+		pw.Cancel()
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
+// tell gives progress a position that changed.
+func (l *poolLoop) tell(pos Position) {
+	if l.progress != nil && (!l.reported || pos != l.last) {
+		l.progress(pos)
+		l.last, l.reported = pos, true
+	}
+}
+
+// sleep waits for what can move the ticket: the pool dir, the pidfds of
+// the devices' holders and of the tickets ahead, ctx's end; on a short
+// backoff when unsure (the lock was busy, a pid could not be watched),
+// else at most a second, a safety re-check, since the devices' own queues
+// are not watched.
+func (l *poolLoop) sleep(r roundResult) error {
+	l.ev.watchAll(l.pw.p.q, l.sched)
+	timeout := time.Second
+	if l.ev.watchPids(r.watch) || r.unsure {
+		l.backoff = min(max(2*l.backoff, 5*time.Millisecond), time.Second)
+		timeout = l.backoff
+	} else {
+		l.backoff = 0
+	}
+	if dl, ok := l.ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(dl), 0))
+	}
+	return l.ev.wait(timeout)
+}
+
+// roundResult is what a round that did not start saw.
+type roundResult struct {
+	ahead  int
+	watch  []proc.Ident
+	unsure bool
+}
+
+// round is one look under the scheduling lock.
+func (pw *PoolWaiter) round(sched *tokenLock) (*PoolGrant, roundResult, error) {
+	var r roundResult
+	got, err := pw.p.q.tryLock(sched)
+	if err != nil {
+		return nil, r, err
+	}
+	if !got {
+		r.unsure = true // another waiter is scheduling: a moment
+		return nil, r, nil
+	}
+	defer sched.unlock()
+	snap, err := pw.p.q.scanFor(pw.w.e.Seq)
+	if err != nil {
+		return nil, r, err
+	}
+	pw.p.q.cleanup(snap)
+	reqs := pw.p.requests(snap)
+	views, states, err := pw.p.view()
+	if err != nil {
+		return nil, r, err
+	}
+	r = pw.watched(views, snap)
+	now := time.Now()
+	d := Schedule(states, reqs, pw.w.e.Seq, now, pw.p.backfill)
+	d.At = now // under the lock: decisions are ordered by it
+	if !d.Start {
+		pw.waiting.Store(&d.Wait)
+		return nil, r, nil
+	}
+	g, err := pw.take(d)
+	if errors.Is(err, errBusy) {
+		r.unsure = true
+		return nil, r, nil
+	}
+	return g, r, err
+}
+
+// watched is what a round that does not start sleeps on: the devices'
+// holders and the tickets ahead, by pidfd; a device busy without a holder
+// (a lock nobody's ticket explains, a hold of the device itself waiting)
+// makes the round unsure.
+func (pw *PoolWaiter) watched(views []devView, snap *snapshot) roundResult {
+	var r roundResult
+	for _, v := range views {
+		if v.holder != nil {
+			r.watch = append(r.watch, v.holder.Holder)
+		} else if v.busy {
+			r.unsure = true
+		}
+	}
+	for _, e := range snap.tickets {
+		if e.live && !e.granted() && len(e.Devices) == 0 && e.Seq < pw.w.e.Seq {
+			r.ahead++
+			r.watch = append(r.watch, e.Holder)
+		}
+	}
+	return r
+}
+
+// errBusy: a device the schedule gave was taken meanwhile (a hold of the
+// device itself): nothing was kept; the next round decides again.
+var errBusy = errors.New("a device was taken meanwhile")
+
+// take takes the token of every device d gives, or none.
+func (pw *PoolWaiter) take(d Decision) (*PoolGrant, error) {
+	me := pw.w.e.Ticket
+	var gs []*grant
+	fail := func(err error) (*PoolGrant, error) {
+		for _, g := range gs {
+			g.Release()
+		}
+		return nil, err
+	}
+	for _, i := range d.Devices {
+		dq := pw.p.devs[i]
+		t := Ticket{Label: me.Label, Holder: me.Holder, Host: me.Host, Cmd: me.Cmd, HoldID: me.HoldID, Record: me.Record, Count: me.Count, Bound: me.Bound, PoolSeq: me.Seq}
+		w, err := dq.Enqueue(t)
+		if err != nil {
+			return fail(err)
+		}
+		g, done, err := w.(*waiter).tryNow()
+		if !done {
+			w.Cancel()
+			return fail(errBusy)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		gs = append(gs, g.(*grant))
+	}
+	if err := pw.running(d.Devices); err != nil {
+		return fail(err)
+	}
+	return newPoolGrant(pw, d, gs)
+}
+
+// running republishes the pool ticket with the devices it holds, so the
+// listing shows them and the schedule no longer counts it as waiting.
+func (pw *PoolWaiter) running(devs []int) error {
+	w := pw.w
+	t := w.e.Ticket
+	t.Devices = devs
+	b, _ := json.Marshal(t)
+	fd, st, err := w.q.publish(w.e.name, append(b, '\n'), false)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	unix.Close(w.fd)
+	w.fd = fd
+	w.e.Ticket, w.e.dev, w.e.ino = t, st.Dev, st.Ino
+	w.mu.Unlock()
+	return nil
+}
+
+// unlock gives the scheduling lock back, keeping the file open for the
+// next round.
+func (tl *tokenLock) unlock() {
+	if tl.held {
+		unix.Flock(tl.fd, unix.LOCK_UN)
+		tl.held = false
+	}
+	if tl.guard > 0 {
+		unix.Close(tl.guard)
+		tl.guard = 0
+	}
+}

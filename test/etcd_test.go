@@ -1,0 +1,306 @@
+// etcd_test.go owns the tests of the fleet queue on etcd against the
+// real binary and a real etcd (internal/etcdserver, a process of its own):
+// the table that runs the queue tests on both backends, holds from three
+// simulated hosts, and the faults: etcd stopped mid-hold, stopped and
+// restarted while a ticket waits, a holder frozen past its lease's TTL,
+// and etcd unreachable at start.
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/queue"
+)
+
+// fleetTTL is the lease TTL of the tests' fleet queues, in seconds.
+const fleetTTL = 2
+
+var queueEnvs sync.Map // queue dir -> the environment that selects its etcd queue
+
+// queueEnv is the environment a hold or subcommand in dir runs with: the
+// etcd queue the test set for dir, if any.
+func queueEnv(dir string) []string {
+	if v, ok := queueEnvs.Load(dir); ok {
+		return v.([]string)
+	}
+	return nil
+}
+
+// useEtcd makes every hold and subcommand in dir queue in s.
+func useEtcd(t *testing.T, dir string, s *etcdtest.Server) {
+	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=" + strconv.Itoa(fleetTTL)})
+	t.Cleanup(func() { queueEnvs.Delete(dir) })
+}
+
+// forQueues runs f on the directory backend and on etcd, each in a
+// private queue dir (with etcd, records are still written there).
+func forQueues(t *testing.T, f func(t *testing.T, dir string)) {
+	t.Run("dir", func(t *testing.T) { f(t, t.TempDir()) })
+	t.Run("etcd", func(t *testing.T) {
+		dir := t.TempDir()
+		useEtcd(t, dir, etcdtest.Start(t))
+		f(t, dir)
+	})
+}
+
+// qHost is the simulated host of the i-th hold.
+func qHost(i, hosts int) string { return "host" + strconv.Itoa(i%hosts) }
+
+// qHostOf is the simulated host a hold runs with ("" for the real one).
+func qHostOf(h *hold) string {
+	for _, e := range h.Env {
+		if v, ok := strings.CutPrefix(e, "GPU_HOLD_HOSTNAME="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// 24 holds from 3 simulated hosts on one etcd, 3 of them SIGKILLed while
+// they hold: never two live holders' payloads inside, granted in ticket
+// order, each dead holder's lineage ended by the next hold on its own host.
+func TestEtcdThreeHosts(t *testing.T) {
+	dir := t.TempDir()
+	useEtcd(t, dir, etcdtest.Start(t))
+	qStressHosts(t, dir, 24, map[int]bool{3: true, 9: true, 15: true}, 3)
+}
+
+// leaseRecord reads the record of the hold labelled label in dir.
+func leaseRecord(t *testing.T, dir, label string) map[string]any {
+	t.Helper()
+	recs, _ := filepath.Glob(filepath.Join(dir, "gpu", "records", "*.jsonl"))
+	for _, r := range recs {
+		b, _ := os.ReadFile(r)
+		var hold map[string]any
+		for _, l := range strings.Split(string(b), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["type"] == "hold" {
+				if h, ok := m["hold"].(map[string]any); ok && h["label"] == label {
+					hold = h
+				}
+			}
+		}
+		if hold != nil {
+			return hold
+		}
+	}
+	t.Fatalf("no record of %s in %s", label, dir)
+	return nil
+}
+
+// requireLeaseLost checks a hold's record says its lease was lost.
+func requireLeaseLost(t *testing.T, dir, label string) {
+	t.Helper()
+	h := leaseRecord(t, dir, label)
+	lease, _ := h["lease"].(map[string]any)
+	if h["cause"] != "lease-lost" || lease == nil || lease["lost"] == nil || lease["fence"] == nil {
+		t.Errorf("record of %s does not say its lease was lost: cause %v, lease %v", label, h["cause"], lease)
+	}
+}
+
+// etcd stopped mid-hold: the holder knows within the TTL, ends its
+// payload and exits 76, and its record says why.
+func TestEtcdStoppedMidHold(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	s := etcdtest.Start(t)
+	useEtcd(t, dir, s)
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--", "sleep", "60").Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	s.Kill()
+	t0 := time.Now()
+	r := a.Wait(60 * time.Second)
+	t.Logf("exited %d, %v after etcd stopped", r.Code, time.Since(t0))
+	if r.Code != 76 {
+		t.Fatalf("exit %d, want 76 (lease lost)\n%s", r.Code, r.Stderr)
+	}
+	if el := time.Since(t0); el > fleetTTL*time.Second+3*time.Second {
+		t.Errorf("exited %v after etcd stopped: not within the TTL (%ds) plus the lost grace", el, fleetTTL)
+	}
+	requireLeaseLost(t, dir, "alpha")
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("payload left running: %v", pids)
+	}
+}
+
+// etcd stopped and restarted while a ticket waits: it keeps its place
+// (its lease outlives the outage) and runs once the holder is done.
+func TestEtcdRestartWhileWaiting(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	s := etcdtest.Start(t)
+	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=15"})
+	t.Cleanup(func() { queueEnvs.Delete(dir) })
+	gofile := filepath.Join(t.TempDir(), "go")
+	log := filepath.Join(t.TempDir(), "inside.log")
+	a := newHold(t, dir, mark, append([]string{"-l", "alpha", "--track", "proc", "--"}, qPayload(log, "alpha", gofile)...)...).Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, qPayload(log, "beta", "")...)...).Start()
+	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	s.Stop()
+	time.Sleep(time.Second)
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(gofile, nil, 0o644)
+	if r := a.Wait(60 * time.Second); r.Code != 0 {
+		t.Errorf("holder exited %d\n%s", r.Code, r.Stderr)
+	}
+	if r := b.Wait(60 * time.Second); r.Code != 0 {
+		t.Fatalf("waiter exited %d after etcd came back\n%s", r.Code, r.Stderr)
+	}
+	if got := qEntered(log); strings.Join(got, " ") != "alpha beta" {
+		t.Errorf("entered %v, want alpha then beta", got)
+	}
+}
+
+// A holder frozen (SIGSTOP) past its TTL: the next holder starts only
+// once the lease can have expired, and the frozen one, thawed, ends its
+// payload at once (exit 76) instead of running on.
+func TestEtcdHolderFrozen(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	useEtcd(t, dir, etcdtest.Start(t))
+	scratch := t.TempDir()
+	ticks, log := filepath.Join(scratch, "ticks"), filepath.Join(scratch, "inside.log")
+	a := newHold(t, dir, mark, append([]string{"-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--"},
+		sh(fmt.Sprintf(`while :; do date +%%s%%N >> %q; sleep 0.05; done`, ticks))...)...).Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, qPayload(log, "beta", "")...)...).Start()
+	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })
+	a.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	if r := b.Wait(60 * time.Second); r.Code != 0 {
+		t.Fatalf("next holder exited %d\n%s", r.Code, r.Stderr)
+	}
+	spans, _ := qReadLog(t, log)
+	entered := time.Unix(0, spans["beta"].enter)
+	// The lease was last renewed at most one interval (TTL/3) before the stop.
+	earliest := stopped.Add(fleetTTL*time.Second - fleetTTL*time.Second/3)
+	t.Logf("next holder entered %v after the stop", entered.Sub(stopped))
+	if entered.Before(earliest) {
+		t.Errorf("next holder entered %v after the holder froze: before its lease could have expired", entered.Sub(stopped))
+	}
+	a.Signal(syscall.SIGCONT)
+	thawed := time.Now()
+	r := a.Wait(60 * time.Second)
+	t.Logf("thawed holder exited %d, %v after the thaw", r.Code, time.Since(thawed))
+	if r.Code != 76 {
+		t.Fatalf("thawed holder exited %d, want 76\n%s", r.Code, r.Stderr)
+	}
+	if el := time.Since(thawed); el > 5*time.Second {
+		t.Errorf("thawed holder took %v to end its payload: not at once", el)
+	}
+	requireLeaseLost(t, dir, "alpha")
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("payload left running: %v", pids)
+	}
+}
+
+// etcd unreachable at start: exit 75 within -w with a clear message, the
+// command not run, nothing left.
+func TestEtcdUnreachable(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	h := newHold(t, dir, mark, append([]string{"--queue", "etcd://127.0.0.1:1/none", "-w", "2s", "--track", "proc", "--"}, sh("touch "+ran)...)...)
+	r := h.Run(60 * time.Second)
+	if r.Code != 75 || !strings.Contains(r.Stderr, "unreachable") {
+		t.Fatalf("exit %d, want 75 saying etcd is unreachable\n%s", r.Code, r.Stderr)
+	}
+	if r.Elapsed > 10*time.Second {
+		t.Errorf("took %v with -w 2s", r.Elapsed)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran")
+	}
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("left running: %v", pids)
+	}
+}
+
+// A held key forged by anyone who may write the prefix, claiming uid 0
+// and naming a live hold's id on this host, must not make a root
+// successor end that hold's processes: the claim is confirmed against the
+// record file's owner first.
+func TestEtcdForgedHeldKey(t *testing.T) {
+	testenv.NeedRoot(t, "a root successor's reap")
+	dir, mark := t.TempDir(), newMark(t)
+	s := etcdtest.Start(t)
+	queueEnvs.Store(dir, []string{"GPU_HOLD_QUEUE=" + s.URL("/gpu-hold-test") + "?ttl=2&budget=2"})
+	t.Cleanup(func() { queueEnvs.Delete(dir) })
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60").Start()
+	st := qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	host, _ := os.Hostname()
+	forged := queue.Ticket{Resource: "gpu", Label: "forged", UID: 0, Host: host, HoldID: st.Holder.HoldID,
+		Holder: proc.Ident{PID: 1 << 22, Start: 1}, Created: time.Now(), Granted: time.Now()}
+	b, _ := json.Marshal(forged)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/gpu-hold-test/gpu/held/00000000000000000001", string(b)); err != nil {
+		t.Fatal(err)
+	}
+	r := newHold(t, dir, mark, "-l", "beta", "--track", "proc", "--", "true").Run(60 * time.Second)
+	if r.Code != 0 {
+		t.Fatalf("successor exited %d\n%s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "cannot be confirmed") {
+		t.Errorf("successor did not say the forged ticket was not believed:\n%s", r.Stderr)
+	}
+	time.Sleep(500 * time.Millisecond)
+	payload := 0
+	for _, m := range qLogs(a.Stderr()) {
+		if m["message"] == "payload started" {
+			p, _ := m["pid"].(float64)
+			payload = int(p)
+		}
+	}
+	if payload == 0 || !slices.Contains(marked(mark), payload) {
+		t.Errorf("the live hold's payload (pid %d) was ended on a forged ticket's word\n%s", payload, a.Stderr())
+	}
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
+}
+
+// gpu-hold reap on the etcd queue ends a holder's lineage after it was
+// SIGKILLed (once its lease took its ticket) and clears its held key.
+func TestEtcdReap(t *testing.T) {
+	dir, mark := t.TempDir(), newMark(t)
+	useEtcd(t, dir, etcdtest.Start(t))
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--", "sleep", "60").Start()
+	qWaitFor(t, dir, "gpu", "alpha holding", qHeldBy("alpha"))
+	a.Signal(syscall.SIGKILL)
+	a.Wait(30 * time.Second)
+	qWaitFor(t, dir, "gpu", "alpha's lease gone", func(st queue.Status) bool { return st.Holder == nil && len(st.Dead) == 1 })
+	if left := marked(mark); len(left) == 0 {
+		t.Fatal("the killed holder's payload is gone before the reap: nothing to test")
+	}
+	r := qCmd(t, dir, "reap")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "reaped 1") {
+		t.Fatalf("reap: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
+		t.Errorf("reap left the dead holder's payload running: %v", pids)
+	}
+	if st := qStatus(t, dir, "gpu"); len(st.Dead) != 0 || st.Holder != nil {
+		t.Errorf("queue after the reap: %+v", st)
+	}
+}
