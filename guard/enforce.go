@@ -72,11 +72,18 @@ func (g *Guard) spare(k key, in intruder) string {
 	return ""
 }
 
-// lineageNow reads the holder's lineage (serialised with the scans').
-func (g *Guard) lineageNow(resource string) *lineage {
+// lineageNow reads the lineages of resource's holders (serialised with
+// the scans'): its own token's, and, for a pool, each device's.
+func (g *Guard) lineageNow(resource string) lineageSet {
 	g.qmu.Lock()
 	defer g.qmu.Unlock()
-	return g.lineageOf(resource)
+	var set lineageSet
+	for _, name := range g.queueNames[resource] {
+		if l := g.lineageOf(name); l.holder.PID != 0 {
+			set = append(set, l)
+		}
+	}
+	return set
 }
 
 // signal sends sig through h and records it as action; false when the

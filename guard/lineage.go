@@ -31,6 +31,26 @@ type lineage struct {
 	pinned *bpf.PinnedLineage // the hold's pinned lineage map (nil: none)
 }
 
+// lineageSet is the lineages of a resource's holders: one for a single
+// token, one per held device for a pool (a node shared by the pool's
+// devices is any of its holders').
+type lineageSet []*lineage
+
+func (s lineageSet) has(id proc.Ident) bool {
+	for _, l := range s {
+		if l.has(id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s lineageSet) close() {
+	for _, l := range s {
+		l.close()
+	}
+}
+
 // close releases the pinned map (nil-safe).
 func (l *lineage) close() {
 	if l != nil {

@@ -401,3 +401,38 @@ func TestGuardSparesEscapedMember(t *testing.T) {
 	h.Signal(syscall.SIGTERM)
 	h.Wait(20 * time.Second)
 }
+
+// TestGuardPoolHolder: on a pool of two fake devices, a hold of one of
+// them (its token is its device's queue, not the pool's) holds a node;
+// the guard, with --enforce, must count it as a holder's lineage.
+//
+// Catches: a guard that reads only the pool resource's own token, which
+// a pool hold never keeps (every pool job's payload named and ended).
+func TestGuardPoolHolder(t *testing.T) {
+	e := newGuardEnv(t)
+	n0, n1 := e.node, fakeNode(t, t.TempDir())
+	cfg := fmt.Sprintf(`{"fake": {"devices": [%q, %q], "pool": {"devices": [{"nodes": [%q]}, {"nodes": [%q]}]}}}`, n0, n1, n0, n1)
+	if err := os.WriteFile(filepath.Join(e.qdir, "resources.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(e.scratch, "payload")
+	h := rig{}.start(t, e.qdir, newMark(t), e.scratch, "-r", "fake", "--count", "1", "--cgroup=off", "-l", "pooljob", "-g", "1s", "--",
+		"bash", "-c", fmt.Sprintf(`exec %q path %q %q ignore`, e.opener, n0, out))
+	payload := openerIdent(t, out)
+	intruder := e.holdOpen(t, e.opener, "intruder", "ignore")
+	g := e.startGuard(t, "--enforce", "-g", "1s")
+	deadline := time.Now().Add(slowed(20 * time.Second))
+	for proc.Alive(intruder) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if proc.Alive(intruder) {
+		t.Fatalf("test shape: the intruder was not ended\n%s", g.Stderr())
+	}
+	e.waitScans(t, e.scans(t)+2)
+	requireVictimAlive(t, payload, "the pool job's payload")
+	if a := e.audited(t, payload); len(a) != 0 {
+		t.Errorf("the guard audited the pool job's payload: %v", a)
+	}
+	h.Signal(syscall.SIGTERM)
+	h.Wait(20 * time.Second)
+}
