@@ -39,7 +39,13 @@ type Options struct {
 	MetricsDir string        // the textfile (gpu_hold_guard.prom) goes here ("": none)
 	Once       bool          // one scan, then return
 	DenyAtOpen bool          // attach the device filter (kernel.go)
-	Log        zerolog.Logger
+	// OpenQueue opens a resource's queue when it is not the directory's
+	// (the etcd fleet queue); nil: the queue directory.
+	OpenQueue func(resource string) (queue.Queue, error)
+	// Host is the name this host's tickets carry: a holder on another
+	// host has no lineage here ("": not checked, the directory's case).
+	Host string
+	Log  zerolog.Logger
 }
 
 // Guard is a running guard.

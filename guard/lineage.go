@@ -79,8 +79,8 @@ func (g *Guard) lineageOf(resource string) *lineage {
 		}
 		return &lineage{}
 	}
-	if !proc.Alive(st.Holder.Holder) {
-		return &lineage{}
+	if g.o.Host != "" && st.Holder.Host != g.o.Host || !proc.Alive(st.Holder.Holder) {
+		return &lineage{} // held on another host (its pid means nothing here), or gone
 	}
 	l := &lineage{holder: st.Holder.Holder, holdID: st.Holder.HoldID, cgroup: holdCgroup(st.Holder.Holder, st.Holder.HoldID)}
 	if validHoldID(l.holdID) {
@@ -96,7 +96,13 @@ func (g *Guard) queue(resource string) (queue.Queue, error) {
 	if q, ok := g.queues[resource]; ok {
 		return q, nil
 	}
-	q, err := queue.OpenDir(g.o.Dir, resource, queue.DirOptions{NoCreate: true, Warn: func(msg string) { g.o.Log.Warn().Msg(msg) }})
+	open := g.o.OpenQueue
+	if open == nil {
+		open = func(resource string) (queue.Queue, error) {
+			return queue.OpenDir(g.o.Dir, resource, queue.DirOptions{NoCreate: true, Warn: func(msg string) { g.o.Log.Warn().Msg(msg) }})
+		}
+	}
+	q, err := open(resource)
 	if err != nil {
 		return nil, err
 	}
