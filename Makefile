@@ -9,10 +9,23 @@ BIN     := bin/gpu-hold
 # user shows as a number in messages).
 export CGO_ENABLED ?= 0
 
-.PHONY: build test test-kernels bench generate run clean
+# Where `make install` puts things (DESTDIR is prepended; PREFIX=/usr for
+# a package). systemd reads units, tmpfiles.d and sysusers.d under
+# /usr/local/lib as well as /usr/lib.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+SHAREDIR    ?= $(PREFIX)/share
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
+.PHONY: build test test-kernels bench generate run clean man completions install uninstall deb
+
+# -buildvcs=auto: --version names the commit (a GOFLAGS=-buildvcs=false
+# in the environment would drop it), and a tree without git still builds.
 build:
-	$(GO) build -o $(BIN) ./cmd/gpu-hold
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/gpu-hold
 
 # The test command (README, .ci/run). As root it really loads the eBPF
 # tracker; with GPU_HOLD_REQUIRE_BPF=1 (set by .ci/run) a host that cannot
@@ -48,6 +61,60 @@ run: build
 	echo; echo "$$ gpu-hold show $$demo/record.jsonl"; \
 	$(BIN) show $$demo/record.jsonl; \
 	rm -rf $$demo
+
+# The man page, written by the binary from its own command tree.
+man: build
+	$(BIN) man > bin/gpu-hold.1
+
+# Shell completions (cobra's, with dynamic completion of resources, tickets
+# and hold ids from the queue directory).
+completions: build
+	$(BIN) completion bash > bin/gpu-hold.bash
+	$(BIN) completion zsh > bin/_gpu-hold
+	$(BIN) completion fish > bin/gpu-hold.fish
+
+# Installs the binary, man page, completions, the tmpfiles.d and sysusers.d
+# entries for the fleet directory and its group, and the systemd units
+# (their ExecStart pointed at $(BINDIR)). Installed into the live system
+# (no DESTDIR), it also creates the group and the directory.
+install: man completions
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/gpu-hold
+	install -D -m 0644 bin/gpu-hold.1 $(DESTDIR)$(MANDIR)/man1/gpu-hold.1
+	install -D -m 0644 bin/gpu-hold.bash $(DESTDIR)$(SHAREDIR)/bash-completion/completions/gpu-hold
+	install -D -m 0644 bin/_gpu-hold $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions/_gpu-hold
+	install -D -m 0644 bin/gpu-hold.fish $(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d/gpu-hold.fish
+	install -D -m 0644 dist/tmpfiles.d/gpu-hold.conf $(DESTDIR)$(TMPFILESDIR)/gpu-hold.conf
+	install -D -m 0644 dist/sysusers.d/gpu-hold.conf $(DESTDIR)$(SYSUSERSDIR)/gpu-hold.conf
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	for u in dist/systemd/*; do \
+		sed 's|/usr/local/bin/gpu-hold|$(BINDIR)/gpu-hold|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	@if [ -z "$(DESTDIR)" ]; then \
+		command -v systemd-sysusers >/dev/null && systemd-sysusers $(SYSUSERSDIR)/gpu-hold.conf; \
+		command -v systemd-tmpfiles >/dev/null && systemd-tmpfiles --create $(TMPFILESDIR)/gpu-hold.conf; \
+		command -v systemctl >/dev/null && systemctl daemon-reload 2>/dev/null; true; \
+	fi
+
+# Removes what install put (not the fleet directory nor its group: they
+# hold other users' records).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/gpu-hold $(DESTDIR)$(MANDIR)/man1/gpu-hold.1 \
+		$(DESTDIR)$(SHAREDIR)/bash-completion/completions/gpu-hold \
+		$(DESTDIR)$(SHAREDIR)/zsh/vendor-completions/_gpu-hold \
+		$(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d/gpu-hold.fish \
+		$(DESTDIR)$(TMPFILESDIR)/gpu-hold.conf $(DESTDIR)$(SYSUSERSDIR)/gpu-hold.conf
+	for u in dist/systemd/*; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+
+# The Debian package bin/gpu-hold_VERSION_ARCH.deb, built by nfpm (a Go
+# tool of its own module, packaging/, so the product's go.mod does not
+# carry it) from a `make install DESTDIR=... PREFIX=/usr` tree.
+deb:
+	rm -rf bin/deb-root
+	$(MAKE) install DESTDIR=$(CURDIR)/bin/deb-root PREFIX=/usr
+	cd packaging && $(GO) build -o ../bin/nfpm github.com/goreleaser/nfpm/v2/cmd/nfpm
+	GPU_HOLD_VERSION=$${GPU_HOLD_VERSION:-0.0.0~$$(git log -1 --format=%cd.%h --date=format:%Y%m%d 2>/dev/null || echo dev)} \
+		bin/nfpm package --config packaging/nfpm.yaml --packager deb --target bin/
 
 clean:
 	rm -rf bin

@@ -35,7 +35,7 @@ func (g *Guard) end(ctx context.Context, k key, in intruder) {
 	if !g.signal(h, syscall.SIGTERM, e, "term") {
 		return
 	}
-	log.Warn().Dur("grace", g.o.Grace).Msg("intruder sent TERM")
+	log.Warn().Dur("grace_ms", g.o.Grace).Msg("intruder sent TERM")
 	if g.waitExit(ctx, h, g.o.Grace) {
 		g.exited(e, log.Info(), "intruder exited after TERM")
 		return

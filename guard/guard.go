@@ -170,7 +170,7 @@ func (g *Guard) Run(ctx context.Context) error {
 	for i, r := range g.res {
 		names[i] = r.Name
 	}
-	g.o.Log.Info().Strs("resources", names).Dur("period", g.o.Period).Bool("enforce", g.o.Enforce).Msg("guard started")
+	g.o.Log.Info().Strs("resources", names).Dur("period_ms", g.o.Period).Bool("enforce", g.o.Enforce).Msg("guard started")
 	t := time.NewTicker(g.o.Period)
 	defer t.Stop()
 	for {
@@ -330,7 +330,7 @@ func (g *Guard) forget(seen map[key]bool, now time.Time) {
 		}
 		delete(g.intruders, k)
 		g.o.Log.Info().Str("resource", k.resource).Int("pid", k.id.PID).Uint64("start", k.id.Start).Str("user", in.User).
-			Dur("held", now.Sub(in.First)).Msg("intruder no longer holds the device")
+			Dur("held_ms", now.Sub(in.First)).Msg("intruder no longer holds the device")
 	}
 }
 

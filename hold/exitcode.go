@@ -20,6 +20,8 @@ const (
 	ExitDeviceHolders = 73
 	// ExitLeaseLost: the token's etcd lease was lost and the payload ended.
 	ExitLeaseLost = 76
+	// ExitCancelled: gpu-hold cancel ended the hold (its owner or root), through its teardown.
+	ExitCancelled = 77
 	// ExitYielded: a yielding hold (--yield) gave the token to a ticket that does not yield.
 	ExitYielded = 79
 )

@@ -139,7 +139,7 @@ func (h *holdRun) leaseLost(li queue.LostInfo) {
 			hi.Lease.Lost, hi.Lease.LostReason = li.At, li.Reason
 		}
 	})
-	h.o.Log.Error().Time("lost_at", li.At).Str("reason", li.Reason).Dur("lost_grace", h.o.LostGrace).
+	h.o.Log.Error().Time("lost_at", li.At).Str("reason", li.Reason).Dur("lost_grace_ms", h.o.LostGrace).
 		Msg("the token's lease is lost: ending the payload now (it is not re-acquired)")
 }
 

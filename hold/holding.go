@@ -40,11 +40,12 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	defer p.reap()
 	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
-	go h.ignoreSignals(sigc)
-	out := h.endLineage(tr, p, pinned)
+	cut := make(chan struct{})
+	go h.laterSignals(sigc, cut)
+	out := h.endLineage(tr, p, pinned, cut)
 	h.checkDevices(ctx, baseline)
 	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).
-		Dur("teardown", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
+		Dur("teardown_ms", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
 		Msg("hold ended")
 	return h.res, nil
 }
@@ -86,8 +87,9 @@ func (h *holdRun) signalledBeforeStart(sigc chan os.Signal) bool {
 	select {
 	case s := <-sigc:
 		sig := s.(syscall.Signal)
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
-		h.o.Log.Warn().Str("signal", sig.String()).Msg("hold signalled before the payload started; not starting it")
+		h.res.Signal = sig
+		h.res.Code, h.res.Cause = endBy(sig)
+		h.o.Log.Warn().Str("signal", sig.String()).Str("cause", string(h.res.Cause)).Msg("hold signalled before the payload started; not starting it")
 		return true
 	default:
 		return false
@@ -181,11 +183,12 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 		log.Info().Int("code", h.res.Code).Str("cause", string(h.res.Cause)).Msg("payload exited; ending what it left running")
 	case <-deadline:
 		h.res.Code, h.res.Cause = ExitMaxHold, record.CauseMaxHold
-		log.Warn().Dur("max_hold", o.MaxHold).Msg("max hold reached; ending the payload")
+		log.Warn().Dur("max_hold_ms", o.MaxHold).Msg("max hold reached; ending the payload")
 	case s := <-sigc:
 		sig := s.(syscall.Signal)
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(sig), record.CauseSignalled, sig
-		log.Warn().Str("signal", sig.String()).Msg("hold signalled; ending the payload first")
+		h.res.Signal = sig
+		h.res.Code, h.res.Cause = endBy(sig)
+		log.Warn().Str("signal", sig.String()).Str("cause", string(h.res.Cause)).Msg("hold signalled; ending the payload first")
 	case <-h.contended:
 		h.yielded("a ticket that does not yield queued; yielding: ending the payload")
 	case low := <-memLow:
@@ -197,10 +200,18 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 	h.lostNow() // lost as well (a holder thawed after a stop): that is the end on record
 }
 
-// ignoreSignals says, for every further signal, that teardown goes on:
-// they do not cut it short.
-func (h *holdRun) ignoreSignals(sigc chan os.Signal) {
+// laterSignals handles the signals that come once the hold is ending: the
+// first INT or TERM cuts the grace short (closes cut: the teardown goes on,
+// KILL now), as a second Ctrl-C does for srun and docker; any other says
+// that teardown goes on.
+func (h *holdRun) laterSignals(sigc chan os.Signal, cut chan struct{}) {
 	for s := range sigc {
+		if (s == syscall.SIGINT || s == syscall.SIGTERM) && cut != nil {
+			h.o.Log.Warn().Str("signal", s.String()).Msg("signalled again while ending the hold: cutting the grace short, KILL now")
+			close(cut)
+			cut = nil
+			continue
+		}
 		h.o.Log.Warn().Str("signal", s.String()).Msg("already ending the hold; teardown continues")
 	}
 }
@@ -209,9 +220,9 @@ func (h *holdRun) ignoreSignals(sigc chan os.Signal) {
 // process, and puts the teardown, the survivors and the tracker's counters
 // on record (unpinning and closing the tracker first, so the events it
 // still holds reach the record).
-func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner) teardown.Outcome {
+func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner, cut <-chan struct{}) teardown.Outcome {
 	log := h.o.Log
-	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate}
+	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate, CutGrace: cut}
 	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
 	out := td.Run()

@@ -1,8 +1,8 @@
 // keeper.go owns --restart, the serve keeper's loop: a yielding hold that
 // gave way queues again at once (its ticket waits until no job waits and
 // the token is free); one that ended otherwise (its server crashed, the
-// max hold) queues again after a bounded backoff. A signal, a failure of
-// gpu-hold itself, or a payload that cannot be run ends the loop.
+// max hold) queues again after a bounded backoff. A signal, a cancel, a
+// failure of gpu-hold itself, or a payload that cannot be run ends the loop.
 package hold
 
 import (
@@ -43,7 +43,7 @@ func Keep(ctx context.Context, o Options) (Result, error) {
 			return res, err
 		}
 		backoff = nextBackoff(backoff, res.Cause, time.Since(began))
-		o.Log.Info().Int("round", round).Str("cause", string(res.Cause)).Dur("backoff", backoff).Msg("keeper queues again")
+		o.Log.Info().Int("round", round).Str("cause", string(res.Cause)).Dur("backoff_ms", backoff).Msg("keeper queues again")
 		if s := sleepOrSignal(ctx, backoff, sigc); s != nil {
 			sig := s.(syscall.Signal)
 			o.Log.Info().Str("signal", sig.String()).Msg("keeper loop ends: signalled between holds")
@@ -68,6 +68,8 @@ func keeperStops(ctx context.Context, res Result, err error, sigc chan os.Signal
 		return true, "cancelled"
 	case res.Cause == record.CauseSignalled:
 		return true, "signalled"
+	case res.Cause == record.CauseCancelled:
+		return true, "cancelled (gpu-hold cancel)"
 	case res.Cause == record.CauseExecFailed:
 		return true, "the payload cannot be run"
 	case err != nil && errors.As(err, &he) && he.Code == ExitQueue:

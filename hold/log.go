@@ -26,6 +26,11 @@ func NewLogger(w io.Writer, format string) (zerolog.Logger, error) {
 		return zerolog.Nop(), fmt.Errorf("--log-format %q is not one of auto, console, json", format)
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
+	// Durations as whole milliseconds under keys ending in _ms (see
+	// TestDurationKeysHaveUnits): zerolog's default float milliseconds
+	// under a bare key read as seconds to a person.
+	zerolog.DurationFieldUnit = time.Millisecond
+	zerolog.DurationFieldInteger = true
 	level := zerolog.InfoLevel
 	if os.Getenv("GPU_HOLD_DEBUG") != "" {
 		level = zerolog.DebugLevel

@@ -206,8 +206,9 @@ func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
 	if errors.Is(err, queue.ErrNotDead) {
 		// A live holder: a successor may be waiting on dead holders it
 		// may not end itself.
+		// Otherwise nothing happens, as reap's help says: not a failure.
 		if g, err = q.ReapDead(); err == nil && len(g.Dead()) == 0 {
-			return 0, fmt.Errorf("the %s token is held by a live holder and no dead holder waits to be ended: nothing to reap (see gpu-hold queue -r %s)", res, res)
+			return 0, nil
 		}
 	}
 	if err != nil {

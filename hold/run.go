@@ -73,7 +73,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	// Signals from here on end the hold (while waiting: remove the ticket).
 	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, CancelSignal)
+	// A cancel that comes once the hold is over is ignored, not fatal
+	// (SIGUSR1's default): this defer runs after the Stop below.
+	defer signal.Ignore(CancelSignal)
 	defer signal.Stop(sigc)
 	signal.Ignore(syscall.SIGPIPE)
 
@@ -103,6 +106,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return h.res, err
 	}
 	granted := h.granted
+	stopLive := h.liveMetrics()
 	h.contended = h.contendedOf(grant)
 	_, err = h.hold(ctx, tr, sigc)
 	if err != nil && h.res.Code == 0 {
@@ -110,6 +114,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	// The record is complete before the token goes to the next ticket.
 	h.rec.close(&h.res, time.Now(), log)
+	stopLive()
 	if rerr := grant.Release(); rerr != nil {
 		log.Error().Err(rerr).Msg("releasing the token failed; the next hold takes it over when this process exits")
 	} else {
@@ -175,7 +180,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	h.res.Record = recordPath(o, h.id)
 	w, err := h.enqueue(ctx, queue.Ticket{
 		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
-		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield,
+		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield, MaxHold: o.MaxHold,
 	})
 	if err != nil {
 		return nil, enqueueFailed(err)
@@ -213,7 +218,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		w.Cancel()
 		return nil, h.waitFailed(err, signalled())
 	}
-	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited", time.Since(h.queued)).Msg("token taken")
+	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited_ms", time.Since(h.queued)).Msg("token taken")
 	h.granted = time.Now()
 	h.rec.open(h, h.granted)
 	if err := h.poolGranted(); err != nil {
@@ -241,9 +246,11 @@ func (h *holdRun) waitFailed(err error, got os.Signal) error {
 	var be *blockedError
 	switch {
 	case got != nil:
-		h.res.Code, h.res.Cause, h.res.Signal = ExitSignal(got.(syscall.Signal)), record.CauseSignalled, got.(syscall.Signal)
-		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", got, h.ticket.Seq)
+		h.res.Signal = got.(syscall.Signal)
+		h.res.Code, h.res.Cause = endBy(h.res.Signal)
+		return failf(h.res.Code, "got %v while waiting for the token; ticket %d removed", signalName(h.res.Signal), h.ticket.Seq)
 	case errors.As(err, &to):
+		to.Waited = o.Wait // the allowance as given, not as measured (1.000926287s)
 		h.res.Code, h.res.Cause = ExitQueue, record.CauseQueue
 		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; ticket %d removed (raise -w, or see gpu-hold queue -r %s)", err, h.ticket.Seq, o.Resource)}
 	case errors.As(err, &be):

@@ -13,14 +13,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/record"
@@ -32,7 +32,7 @@ import (
 // A hold may report others.
 var knownCauses = []string{string(record.CauseExited), string(record.CauseSignal), string(record.CauseMaxHold), string(record.CauseSignalled),
 	string(record.CauseMemFloor), string(record.CauseQueue), string(record.CauseExecFailed), string(record.CauseDeviceHolders), string(record.CauseError),
-	string(record.CauseYielded)}
+	string(record.CauseCancelled), string(record.CauseYielded)}
 
 // causeUnknown counts a hold that gave no cause.
 const causeUnknown = "unknown"
@@ -135,7 +135,11 @@ func Record(dir, resource string, m Hold) error {
 	if err := writeReplace(d, stateName, append(data, '\n')); err != nil {
 		return err
 	}
-	return writeReplace(d, filepath.Base(File(dir, resource)), []byte(st.render(resource)))
+	prom, err := st.render(resource)
+	if err != nil {
+		return fmt.Errorf("encoding the metrics of %s: %v", resource, err)
+	}
+	return writeReplace(d, filepath.Base(File(dir, resource)), prom)
 }
 
 // flock takes an exclusive lock, retrying when a signal interrupts.
@@ -198,76 +202,34 @@ func (st *metricsState) add(m Hold) {
 	st.LastHold = float64(end.UnixNano()) / 1e9
 }
 
-// render writes the state in the Prometheus text exposition format.
-func (st *metricsState) render(resource string) string {
-	var b strings.Builder
-	res := `resource="` + escapeLabel(resource) + `"`
-	family := func(name, typ, help string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+// render is the state's metric families in the text exposition format.
+func (st *metricsState) render(resource string) ([]byte, error) {
+	res := []string{"resource", resource}
+	counter := func(name, help string, v float64) *family {
+		return newFamily(name, help, dto.MetricType_COUNTER).add(v, res...)
 	}
-	sample := func(name, labels string, v float64) {
-		fmt.Fprintf(&b, "%s{%s} %s\n", name, labels, formatValue(v))
-	}
-	family("gpu_hold_holds_total", "counter", "Holds that ended, granted or not.")
-	sample("gpu_hold_holds_total", res, float64(st.Holds))
-	family("gpu_hold_holds_granted_total", "counter", "Holds that were granted the token.")
-	sample("gpu_hold_holds_granted_total", res, float64(st.Granted))
-
-	family("gpu_hold_exits_total", "counter", "Holds by the cause of their end.")
+	exits := newFamily("gpu_hold_exits_total", "Holds by the cause of their end.", dto.MetricType_COUNTER)
 	causes := append([]string(nil), knownCauses...)
 	for c := range st.Exits {
-		if !contains(knownCauses, c) {
+		if !slices.Contains(knownCauses, c) {
 			causes = append(causes, c)
 		}
 	}
 	sort.Strings(causes)
 	for _, c := range causes {
-		sample("gpu_hold_exits_total", res+`,cause="`+escapeLabel(c)+`"`, float64(st.Exits[c]))
+		exits.add(float64(st.Exits[c]), "resource", resource, "cause", c)
 	}
-
-	family("gpu_hold_wait_seconds", "summary", "Time spent waiting in the queue.")
-	sample("gpu_hold_wait_seconds_sum", res, st.WaitSum)
-	sample("gpu_hold_wait_seconds_count", res, float64(st.WaitCount))
-	family("gpu_hold_hold_seconds", "summary", "Time granted holds held the token.")
-	sample("gpu_hold_hold_seconds_sum", res, st.HoldSum)
-	sample("gpu_hold_hold_seconds_count", res, float64(st.HoldCount))
-
-	family("gpu_hold_survivors_total", "counter", "Processes that teardown could not end (recorded as survivors).")
-	sample("gpu_hold_survivors_total", res, float64(st.Survivors))
-	family("gpu_hold_device_holders_total", "counter", "Processes outside the baseline found holding the device after teardown.")
-	sample("gpu_hold_device_holders_total", res, float64(st.DeviceHolders))
-	family("gpu_hold_lost_events_total", "counter", "Tracker events lost.")
-	sample("gpu_hold_lost_events_total", res, float64(st.LostEvents))
-	family("gpu_hold_last_hold_timestamp_seconds", "gauge", "Unix time the last hold ended.")
-	sample("gpu_hold_last_hold_timestamp_seconds", res, st.LastHold)
-	return b.String()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// escapeLabel escapes a label value for the text format.
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
-}
-
-// formatValue renders a sample value as the text format wants it.
-func formatValue(v float64) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	case math.IsNaN(v):
-		return "NaN"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	return encode(
+		counter("gpu_hold_holds_total", "Holds that ended, granted or not.", float64(st.Holds)),
+		counter("gpu_hold_holds_granted_total", "Holds that were granted the token.", float64(st.Granted)),
+		exits,
+		newFamily("gpu_hold_wait_seconds", "Time spent waiting in the queue.", dto.MetricType_SUMMARY).addSummary(st.WaitSum, st.WaitCount, res...),
+		newFamily("gpu_hold_hold_seconds", "Time granted holds held the token.", dto.MetricType_SUMMARY).addSummary(st.HoldSum, st.HoldCount, res...),
+		counter("gpu_hold_survivors_total", "Processes that teardown could not end (recorded as survivors).", float64(st.Survivors)),
+		counter("gpu_hold_device_holders_total", "Processes outside the baseline found holding the device after teardown.", float64(st.DeviceHolders)),
+		counter("gpu_hold_lost_events_total", "Tracker events lost.", float64(st.LostEvents)),
+		newFamily("gpu_hold_last_hold_timestamp_seconds", "Unix time the last hold ended.", dto.MetricType_GAUGE).add(st.LastHold, res...),
+	)
 }
 
 // writeReplace replaces name in d with data: a temp file in the same

@@ -1,6 +1,6 @@
 // cancel.go owns removing a waiting ticket by number (`gpu-hold cancel`):
 // only its owner or root may, and a ticket that holds the token is not a
-// waiting ticket.
+// waiting ticket (a running hold is ended by signalling it: hold.CancelRunning).
 package queue
 
 import (
@@ -22,22 +22,36 @@ func (q *dirQueue) Cancel(seq uint64, uid int) error {
 		if e.name != "" {
 			return fmt.Errorf("%s/%s is not a valid ticket (see the warning): its owner or an admin should remove it by hand", q.path, name)
 		}
-		return fmt.Errorf("%w: ticket %d is not in the queue of %s (%s): see `gpu-hold queue -r %s`", ErrNoTicket, seq, q.resource, q.path, q.resource)
+		return tagged(ErrNoTicket, "ticket %d is not in the queue of %s (%s): see `gpu-hold queue -r %s`", seq, q.resource, q.path, q.resource)
 	}
 	if uid != 0 && uid != e.UID {
-		return fmt.Errorf("%w: ticket %d (%s) belongs to uid %d; only its owner or root may cancel it", ErrNotOwner, seq, e.Describe(), e.UID)
+		return tagged(ErrNotOwner, "%s belongs to another user: only its owner or root may cancel it", e.Describe())
 	}
 	if e.granted() || len(e.Devices) > 0 { // a running pool ticket holds devices
 		if e.live {
-			return fmt.Errorf("%w: ticket %d (%s) holds the token; cancel removes waiting tickets only: to end the hold, send its gpu-hold (pid %d) SIGTERM", ErrHolding, seq, e.Describe(), e.Holder.PID)
+			return tagged(ErrHolding, "%s took the token while it was being cancelled: run gpu-hold cancel again to end the running hold", e.Describe())
 		}
-		return fmt.Errorf("%w: ticket %d (%s) held the token and died; its processes may still run: run `gpu-hold reap -r %s`", ErrHolding, seq, e.Describe(), q.resource)
+		return tagged(ErrHolding, "%s held the token and died; its processes may still run: run `gpu-hold reap -r %s`", e.Describe(), q.resource)
 	}
 	if err := q.removeIfSame(name, e.dev, e.ino); err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return fmt.Errorf("%w: the kernel refused to let uid %d remove ticket %d (%s) of uid %d: only its owner or root may", ErrNotOwner, q.euid, seq, e.Describe(), e.UID)
+			return tagged(ErrNotOwner, "the kernel refused to let uid %d remove %s: only its owner or root may", q.euid, e.Describe())
 		}
 		return fmt.Errorf("cannot remove %s/%s: %v", q.path, name, err)
 	}
 	return nil
 }
+
+// taggedError is an error that is sentinel for errors.Is without repeating
+// its text ("ticket holds the token: ... holds the token").
+type taggedError struct {
+	sentinel error
+	msg      string
+}
+
+func tagged(sentinel error, format string, a ...any) error {
+	return &taggedError{sentinel, fmt.Sprintf(format, a...)}
+}
+
+func (e *taggedError) Error() string { return e.msg }
+func (e *taggedError) Unwrap() error { return e.sentinel }

@@ -170,7 +170,7 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 		} else if pid := q.tokenLockPID(); pid > 0 {
 			desc = fmt.Sprintf("pid %d (no valid ticket)", pid)
 		}
-		return nil, fmt.Errorf("%w: %s holds the token of %s", ErrNotDead, desc, q.path)
+		return nil, tagged(ErrNotDead, "%s holds the token of %s, alive", desc, q.path)
 	}
 	snap, err := q.scan()
 	if err != nil {
@@ -180,7 +180,7 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 	if h := snap.holder(q); h != nil {
 		// Its holder lives but lost the lock: the token file was replaced.
 		tok.close()
-		return nil, fmt.Errorf("%w: %s holds the token of %s (its token file was replaced)", ErrNotDead, h.Describe(), q.path)
+		return nil, tagged(ErrNotDead, "%s holds the token of %s, alive (its token file was replaced)", h.Describe(), q.path)
 	}
 	dead := snap.deadWhileHeld(0)
 	q.cleanup(snap)

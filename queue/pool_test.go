@@ -262,3 +262,51 @@ func TestPoolDeadHolderOnADeviceNotTaken(t *testing.T) {
 	g2.Release()
 	g.Release()
 }
+
+// TestPoolQuietWaiters: a waiter that can start only in FIFO order (no
+// bound) sleeps on the ticket ahead of it alone, so tickets coming and
+// going behind it do not wake it, while the head's waiter sees them all.
+func TestPoolQuietWaiters(t *testing.T) {
+	dir := t.TempDir()
+	holder := openPool(t, dir, 2, true)
+	_, ach := poolWait(t, holder, "a", 2, 0)
+	a := granted(t, ach, "a")
+	headPool := openPool(t, dir, 2, true)
+	hw, hch := poolWait(t, headPool, "head", 2, 0)
+	waiting(t, headPool, hw, hch, "head")
+	var quiet []*Pool
+	for i := range 3 {
+		qp := openPool(t, dir, 2, true)
+		w, ch := poolWait(t, qp, fmt.Sprintf("q%d", i), 1, 0)
+		waiting(t, qp, w, ch, fmt.Sprintf("q%d", i))
+		quiet = append(quiet, qp)
+	}
+	churn := openPool(t, dir, 2, true)
+	before := make([]int64, len(quiet))
+	for i, qp := range quiet {
+		before[i] = qp.q.wakes.Load()
+	}
+	// Each ticket coming and going wakes the head's waiter (it waits for
+	// that before the next), and none of the quiet ones.
+	for range 10 {
+		seen := headPool.q.wakes.Load()
+		w, err := churn.Enqueue(Ticket{Label: "churn", Count: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Cancel()
+		for i := 0; headPool.q.wakes.Load() == seen; i++ {
+			if i > 10000 {
+				t.Fatal("the head's waiter did not wake for a ticket coming and going")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i, qp := range quiet {
+		if n := qp.q.wakes.Load() - before[i]; n > 2 {
+			t.Errorf("quiet waiter q%d woke %d times for tickets behind it", i, n)
+		}
+	}
+	a.Release()
+	granted(t, hch, "head").Release()
+}

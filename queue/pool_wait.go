@@ -1,19 +1,17 @@
 // pool_wait.go owns a waiting pool ticket: each round it takes the
 // scheduling lock, reads the devices, asks Schedule whether it may start,
-// and if so takes every device it was given or none; otherwise it sleeps
-// on the pool directory (tickets come and go, a holder's pool ticket goes
-// when it releases), the pidfds of the devices' holders and of the tickets
-// ahead, and the end of its context.
+// and if so starts (pool_take.go); otherwise it sleeps on the pool
+// directory (tickets come and go, a holder's pool ticket goes when it
+// releases), the pidfds of the devices' holders and of the tickets ahead,
+// and the end of its context; quietly on the ticket ahead alone when only
+// FIFO order can move it.
 package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
 )
@@ -68,7 +66,20 @@ type poolLoop struct {
 	last     Position
 	reported bool
 	backoff  time.Duration
+	// busyTries counts rounds in a row that found the lock busy.
+	busyTries int
 }
+
+// lockRetry and lockRetries pace the retries of a busy scheduling lock;
+// past them (a lock held for long: not a round) the backoff takes over.
+const (
+	lockRetry   = 2 * time.Millisecond
+	lockRetries = 500
+)
+
+// quietRecheck bounds a quiet waiter's sleep: no device can move it, so
+// this is only a guard against a wake-up it was never sent.
+const quietRecheck = 10 * time.Second
 
 // watch sets up what the rounds sleep on: inotify on the pool dir, the
 // scheduling lock's file, and a wake-up when ctx ends.
@@ -118,6 +129,15 @@ func (l *poolLoop) step() (*PoolGrant, bool, error) {
 	return nil, false, nil
 }
 
+// quiet reports whether the waiter may sleep on the ticket directly ahead
+// alone: with nobody to show its place to, behind a waiting ticket, and
+// unable to backfill (no bound, or backfill off), it can start only in
+// FIFO order, so nothing but that ticket starting, going or dying can
+// move it.
+func (l *poolLoop) quiet(r roundResult) bool {
+	return l.progress == nil && r.next != nil && !r.busy && (l.pw.w.e.Bound <= 0 || !l.pw.p.backfill)
+}
+
 // tell gives progress a position that changed.
 func (l *poolLoop) tell(pos Position) {
 	if l.progress != nil && (!l.reported || pos != l.last) {
@@ -127,14 +147,33 @@ func (l *poolLoop) tell(pos Position) {
 }
 
 // sleep waits for what can move the ticket: the pool dir, the pidfds of
-// the devices' holders and of the tickets ahead, ctx's end; on a short
-// backoff when unsure (the lock was busy, a pid could not be watched),
-// else at most a second, a safety re-check, since the devices' own queues
-// are not watched.
+// the devices' holders and of the tickets ahead, ctx's end (a quiet
+// waiter: the ticket ahead alone); on a short backoff when unsure (the
+// lock was busy, a pid could not be watched), else at most a second, a
+// safety re-check, since the devices' own queues are not watched.
 func (l *poolLoop) sleep(r roundResult) error {
-	l.ev.watchAll(l.pw.p.q, l.sched)
 	timeout := time.Second
-	if l.ev.watchPids(r.watch) || r.unsure {
+	if r.busy && l.busyTries < lockRetries {
+		// A round under the lock takes a few ms: retry soon, not on a
+		// growing backoff, or a hand-off waits for the slowest backoff.
+		l.busyTries++
+		return l.ev.wait(lockRetry)
+	}
+	if !r.busy {
+		l.busyTries = 0
+	}
+	if l.quiet(r) {
+		// It can start only once the ticket ahead has: wake for that one.
+		me, next := l.pw.w.e, r.next
+		if l.ev.watchTickets(l.pw.p.q, watchedTicket{me.name, me.dev, me.ino}, watchedTicket{next.name, next.dev, next.ino}) {
+			return nil // watched just now: look again first
+		}
+		r.watch = []proc.Ident{next.Holder}
+		timeout = quietRecheck
+	} else {
+		l.ev.watchAll(l.pw.p.q, l.sched)
+	}
+	if l.ev.watchPids(r.watch) || r.unsure || r.busy {
 		l.backoff = min(max(2*l.backoff, 5*time.Millisecond), time.Second)
 		timeout = l.backoff
 	} else {
@@ -151,6 +190,8 @@ type roundResult struct {
 	ahead  int
 	watch  []proc.Ident
 	unsure bool
+	busy   bool   // the scheduling lock was another waiter's
+	next   *entry // the waiting ticket directly ahead, if any
 }
 
 // round is one look under the scheduling lock.
@@ -161,7 +202,7 @@ func (pw *PoolWaiter) round(sched *tokenLock) (*PoolGrant, roundResult, error) {
 		return nil, r, err
 	}
 	if !got {
-		r.unsure = true // another waiter is scheduling: a moment
+		r.busy = true // another waiter is scheduling: a moment
 		return nil, r, nil
 	}
 	defer sched.unlock()
@@ -204,80 +245,12 @@ func (pw *PoolWaiter) watched(views []devView, snap *snapshot) roundResult {
 			r.unsure = true
 		}
 	}
-	for _, e := range snap.tickets {
+	for i, e := range snap.tickets {
 		if e.live && !e.granted() && len(e.Devices) == 0 && e.Seq < pw.w.e.Seq {
 			r.ahead++
 			r.watch = append(r.watch, e.Holder)
+			r.next = &snap.tickets[i]
 		}
 	}
 	return r
-}
-
-// errBusy: a device the schedule gave was taken meanwhile (a hold of the
-// device itself): nothing was kept; the next round decides again.
-var errBusy = errors.New("a device was taken meanwhile")
-
-// take takes the token of every device d gives, or none.
-func (pw *PoolWaiter) take(d Decision) (*PoolGrant, error) {
-	me := pw.w.e.Ticket
-	var gs []*grant
-	fail := func(err error) (*PoolGrant, error) {
-		for _, g := range gs {
-			g.Release()
-		}
-		return nil, err
-	}
-	for _, i := range d.Devices {
-		dq := pw.p.devs[i]
-		t := Ticket{Label: me.Label, Holder: me.Holder, Host: me.Host, Cmd: me.Cmd, HoldID: me.HoldID, Record: me.Record, Count: me.Count, Bound: me.Bound, PoolSeq: me.Seq}
-		w, err := dq.Enqueue(t)
-		if err != nil {
-			return fail(err)
-		}
-		g, done, err := w.(*waiter).tryNow()
-		if !done {
-			w.Cancel()
-			return fail(errBusy)
-		}
-		if err != nil {
-			return fail(err)
-		}
-		gs = append(gs, g.(*grant))
-	}
-	if err := pw.running(d.Devices); err != nil {
-		return fail(err)
-	}
-	return newPoolGrant(pw, d, gs)
-}
-
-// running republishes the pool ticket with the devices it holds, so the
-// listing shows them and the schedule no longer counts it as waiting.
-func (pw *PoolWaiter) running(devs []int) error {
-	w := pw.w
-	t := w.e.Ticket
-	t.Devices = devs
-	b, _ := json.Marshal(t)
-	fd, st, err := w.q.publish(w.e.name, append(b, '\n'), false)
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	unix.Close(w.fd)
-	w.fd = fd
-	w.e.Ticket, w.e.dev, w.e.ino = t, st.Dev, st.Ino
-	w.mu.Unlock()
-	return nil
-}
-
-// unlock gives the scheduling lock back, keeping the file open for the
-// next round.
-func (tl *tokenLock) unlock() {
-	if tl.held {
-		unix.Flock(tl.fd, unix.LOCK_UN)
-		tl.held = false
-	}
-	if tl.guard > 0 {
-		unix.Close(tl.guard)
-		tl.guard = 0
-	}
 }

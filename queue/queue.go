@@ -28,8 +28,11 @@ type Ticket struct {
 	// record, through which a successor can end a dead holder's lineage.
 	HoldID string `json:"hold_id,omitempty"`
 	Record string `json:"record,omitempty"`
+	// MaxHold is the hold's --max-hold (0: none), for the time left that
+	// gpu-hold queue shows; nothing acts on it.
+	MaxHold time.Duration `json:"max_hold_ns,omitempty"`
 	// Granted is set on the holder's entry once it took the token.
-	Granted time.Time `json:"granted,omitempty"`
+	Granted time.Time `json:"granted,omitzero"` // omitzero: a waiter has none
 	// Pool holds (pool.go): Count devices asked; Bound, the hold's tenure
 	// bound once granted (0: none); Devices, the pool indices a running
 	// pool ticket holds (shown, never believed); PoolSeq, on a device's
@@ -150,10 +153,24 @@ type WaitTimeout struct {
 
 func (e *WaitTimeout) Error() string {
 	if e.Holder == nil {
-		return "the wait allowance of " + e.Waited.String() + " ran out"
+		return "the wait allowance of " + Round(e.Waited).String() + " ran out"
 	}
-	return "the wait allowance of " + e.Waited.String() + " ran out; the token is held by " +
+	return "the wait allowance of " + Round(e.Waited).String() + " ran out; the token is held by " +
 		e.Holder.Describe() + " for " + time.Since(e.Holder.Granted).Round(time.Second).String()
+}
+
+// Round shortens a measured duration for a message: -w 1s ran out after
+// 1.000926287s, which a person reads as 1s.
+func Round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= 100*time.Millisecond:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // Describe names a ticket for messages: label, pid, uid and seq.

@@ -37,6 +37,10 @@ type Record struct {
 	// from a holder that died (or still runs).
 	Ended   bool      `json:"ended"`
 	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Running says the holder is alive (checked by its identity, by
+	// whoever shows the record): the record is the lineage so far, and a
+	// member with no exit seen is running, not of unknown fate.
+	Running bool `json:"running,omitempty"`
 	// Truncated says the last line was cut short (a killed writer) and was
 	// left out.
 	Truncated bool `json:"truncated,omitempty"`

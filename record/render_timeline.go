@@ -47,7 +47,9 @@ func RenderTimeline(w io.Writer, rec *Record) error {
 	tl.tracks()
 	tl.holdPhases()
 	tl.processes()
-	return json.NewEncoder(w).Encode(traceDoc{TraceEvents: tl.ev, DisplayTimeUnit: "ms"})
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(traceDoc{TraceEvents: tl.ev, DisplayTimeUnit: "ms"})
 }
 
 // timeline is a trace being built: the record, the span it draws, its
@@ -327,5 +329,6 @@ func firstSet(ts ...time.Time) time.Time {
 func RenderJSON(w io.Writer, rec *Record) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // a command's && stays &&, not \u0026\u0026
 	return enc.Encode(rec)
 }

@@ -160,6 +160,8 @@ func (t *treeWriter) header() {
 		}
 	case rec.Ended:
 		end += "no exit code written"
+	case rec.Running:
+		end += t.c(cGreen, fmt.Sprintf("none yet: running (its gpu-hold, pid %d, is alive); the lineage so far", h.Holder.PID))
 	default:
 		end += t.c(cBoldRed, "none: the holder died before its end line")
 	}
@@ -279,8 +281,13 @@ func (t *treeWriter) line(i int) string {
 		b.WriteString("?")
 	}
 	b.WriteString("  ")
-	b.WriteString(t.fate(p.Fate))
-	if p.ExitStatus != "" {
+	running := p.Fate == FateUnknown && t.rec.Running && p.End().IsZero()
+	if running {
+		b.WriteString(t.c(cGreen, "running"))
+	} else {
+		b.WriteString(t.fate(p.Fate))
+	}
+	if p.ExitStatus != "" && !running {
 		st := p.ExitStatus
 		if st == "unknown" {
 			st = "exit status unknown"
@@ -316,7 +323,10 @@ func (t *treeWriter) footer() {
 	if len(h.Survivors) > 0 {
 		t.printf("%s %s\n", t.c(cBoldRed, "survivors:"), idents(h.Survivors))
 	}
-	if !rec.Ended && len(rec.Live) > 0 {
+	switch {
+	case rec.Running && len(rec.Live) > 0:
+		t.printf("%s %s\n", t.c(cGreen, "running (no exit seen yet):"), idents(rec.Live))
+	case !rec.Ended && len(rec.Live) > 0:
 		t.printf("%s %s\n", t.c(cYellow, "alive when the record stops (no exit seen):"), idents(rec.Live))
 	}
 	for _, d := range h.DeviceHolders {

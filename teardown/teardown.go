@@ -57,6 +57,9 @@ type Teardown struct {
 	// As is the authority every signal and cgroup.kill is sent with (nil:
 	// this process's own): a dead holder's, when reaping its lineage.
 	As *proc.Authority
+	// CutGrace, when it closes, ends the grace at once and goes on to the
+	// KILL passes (a second Ctrl-C, as srun and docker take it); nil: never.
+	CutGrace <-chan struct{}
 
 	group *proc.Group // the payload's group (openGroup); nil: none
 	// denied holds what the kernel refused to let us signal: left out of
@@ -266,6 +269,11 @@ func (td *Teardown) watch() (*watcher, func()) {
 			td.Log.Debug().Err(err).Msg("cannot follow tracker events; rescanning on a timer")
 		}
 	}
+	if w != nil {
+		if err := w.wakeOn(td.CutGrace, stop); err != nil {
+			td.Log.Debug().Err(err).Msg("a cut grace is seen on the next rescan only")
+		}
+	}
 	return w, func() {
 		close(stop)
 		if w != nil {
@@ -295,7 +303,7 @@ func (td *Teardown) term(r *run) {
 			r.termed[id] = true
 		}
 	}
-	td.Log.Info().Int("processes", r.out.Termed).Dur("grace", td.Grace).Msg("TERM sent")
+	td.Log.Info().Int("processes", r.out.Termed).Dur("grace_ms", td.Grace).Msg("TERM sent")
 }
 
 // seal is phase 3's start: seal, then KILL until the union is empty or
@@ -338,7 +346,7 @@ func (td *Teardown) killPasses(r *run) {
 		td.Log.Info().Int("passes", r.out.Passes).Msg("KILL passes")
 	}
 	if len(r.live) == 0 && !td.quiet() {
-		td.Log.Error().Dur("survivor_wait", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
+		td.Log.Error().Dur("survivor_wait_ms", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
 	}
 }
 
@@ -437,12 +445,23 @@ func (td *Teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending
 	graceEnd := time.Now().Add(td.Grace)
 	td.settle(pending, live, killed)
 	lastWalk := time.Now()
-	for len(live) > 0 && time.Now().Before(graceEnd) {
+	for len(live) > 0 && time.Now().Before(graceEnd) && !td.graceCut(len(live), graceEnd) {
 		td.wait(w, live, time.Until(graceEnd))
 		live = td.refresh(w, live, &lastWalk)
 		td.settle(pending, live, killed)
 	}
 	return live
+}
+
+// graceCut reports (and logs once) that CutGrace has closed.
+func (td *Teardown) graceCut(live int, graceEnd time.Time) bool {
+	select {
+	case <-td.CutGrace:
+		td.Log.Warn().Int("alive", live).Dur("grace_left_ms", time.Until(graceEnd)).Msg("grace cut short: KILL now")
+		return true
+	default:
+		return false
+	}
 }
 
 // polls reports whether waiting must also wake on a timer to find

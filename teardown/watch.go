@@ -21,7 +21,7 @@ type watcher struct {
 	handles map[proc.Ident]*proc.Handle
 	byFD    map[int32]proc.Ident
 	limit   int                 // most pidfds to hold at once; beyond it, callers rescan on a timer
-	efd     int                 // eventfd that a tracker's Changed channel writes to (0: none)
+	efd     int                 // eventfd that a tracker's Changed channel and a cut grace write to (0: none)
 	gone    map[proc.Ident]bool // watched processes seen to exit
 	changed bool                // the tracker reported a change since takeChanged
 }
@@ -101,18 +101,10 @@ func (w *watcher) follow(changed <-chan struct{}, stop <-chan struct{}) error {
 	if changed == nil {
 		return nil
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	efd, err := w.eventfd()
 	if err != nil {
 		return err
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd)}
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
-		unix.Close(efd)
-		return err
-	}
-	w.mu.Lock()
-	w.efd = efd
-	w.mu.Unlock()
 	go func() {
 		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 		for {
@@ -125,6 +117,46 @@ func (w *watcher) follow(changed <-chan struct{}, stop <-chan struct{}) error {
 		}
 	}()
 	return nil
+}
+
+// wakeOn makes wait return when cut closes (a cut grace), through the same
+// eventfd as follow. It returns when cut or stop closes.
+func (w *watcher) wakeOn(cut <-chan struct{}, stop <-chan struct{}) error {
+	if cut == nil {
+		return nil
+	}
+	efd, err := w.eventfd()
+	if err != nil {
+		return err
+	}
+	go func() {
+		select {
+		case <-stop:
+		case <-cut:
+			unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		}
+	}()
+	return nil
+}
+
+// eventfd is the watcher's eventfd in its epoll set, made on first use.
+func (w *watcher) eventfd() (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.efd > 0 {
+		return w.efd, nil
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return 0, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd)}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
+		unix.Close(efd)
+		return 0, err
+	}
+	w.efd = efd
+	return efd, nil
 }
 
 // wait blocks until a watched process exits, the tracker reports a change,

@@ -35,7 +35,7 @@ type pcSpan struct {
 func pcPayload(log, label, gofile string) []string {
 	return sh(fmt.Sprintf(`now() { echo "${EPOCHREALTIME/./}"; }
 echo "enter %[2]s $(now) $GPU_HOLD_DEVICES" >> %[1]q
-for ((i = 0; i < 600; i++)); do [ -e %[3]q ] && break; echo "tick %[2]s $(now)" >> %[1]q; sleep 0.05; done
+for ((i = 0; i < 2400; i++)); do [ -e %[3]q ] && break; echo "tick %[2]s $(now)" >> %[1]q; sleep 0.05; done
 echo "leave %[2]s $(now)" >> %[1]q`, log, label, gofile))
 }
 

@@ -47,13 +47,30 @@ func freeCharMajor(t *testing.T) uint32 {
 	return 0
 }
 
+// devNodeDir is a new directory where device nodes work: the test's temp
+// dir, unless its filesystem is mounted nodev (then one under /dev).
+func devNodeDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	var st unix.Statfs_t
+	if unix.Statfs(d, &st) == nil && st.Flags&unix.ST_NODEV == 0 {
+		return d
+	}
+	d, err := os.MkdirTemp("/dev", "gpu-hold-test-")
+	if err != nil {
+		testenv.Need(t, "%s is mounted nodev and no dir can be made under /dev: %v", t.TempDir(), err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // realPool makes n character devices and a shared node in a new dir, and a
 // queue dir whose resources.json makes them the gpu pool.
 func realPool(t *testing.T, n int, backfill bool) (qdir string, nodes []string, shared string) {
 	t.Helper()
 	testenv.NeedRoot(t, "mknod of the pool's device nodes")
 	major := freeCharMajor(t)
-	devdir := t.TempDir()
+	devdir := devNodeDir(t)
 	var devs []string
 	for i := range n + 1 {
 		p := filepath.Join(devdir, fmt.Sprintf("fakegpu%d", i))

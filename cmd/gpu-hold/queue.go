@@ -1,6 +1,5 @@
-// queue.go owns `gpu-hold queue`: who holds a resource's token and who
-// waits (position, ticket, label, pid, user, age, command), as a table or,
-// with --json, as queue.Status.
+// queue.go owns `gpu-hold queue`: who holds each resource's token and who
+// waits, as a table like squeue's (columns in queueview.go) or as JSON.
 package main
 
 import (
@@ -8,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -21,31 +21,55 @@ import (
 )
 
 type queueOptions struct {
-	g    *globalOpts
-	JSON bool
-	Out  io.Writer
-	Now  func() time.Time
+	g        *globalOpts
+	JSON     bool
+	Me       bool   // only the caller's tickets
+	NoHeader bool   // no header line
+	Columns  string // -o: the columns, by name
+	// One is set when -r was given: that resource alone; otherwise every
+	// resource of the queue dir.
+	One bool
+	UID int
+	Out io.Writer
+	Now func() time.Time
 }
 
 func newCmdQueue(g *globalOpts) *cobra.Command {
 	opts := &queueOptions{g: g, Now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "queue [-r RES] [--dir PATH] [--json]",
-		Short: "Show who holds the resource's token and who waits for it",
-		Long: `List the holder of the resource's token and the waiting tickets in order, with their
-position, ticket number, label, pid, user, age and command. Holders that died without releasing
-(not yet reaped) are listed too. A ticket number is what gpu-hold cancel takes. It creates
-nothing: a resource that is neither configured nor has a directory is an error (exit 125) that
-lists the known ones.`,
+		Use:   "queue [-r RES] [--me] [--json] [--noheader] [-o COLUMNS]",
+		Short: "Show who holds each resource's token and who waits for it",
+		Long: `List, like squeue, the holds of every resource of the queue directory (or of -r RES alone):
+the holder of each token, the holders that died without releasing (not yet reaped), and the
+waiting tickets in order. Columns:
+
+  RESOURCE POS TICKET STATE LABEL USER HOST PID   where it is, whose it is
+  DEVICES   of a pool hold: the devices it holds, or how many it wants
+  TIME      how long the holder has held the token
+  LEFT      until its --max-hold runs out (none: no limit)
+  WAIT      how long a ticket has waited (a holder: how long it waited)
+  HOLD_ID   the hold's id (gpu-hold show, wait, cancel take it)
+  COMMAND
+
+-o picks and orders the columns by name (-o ticket,user,left). -r of a pool resource lists
+its devices, each with its holder, then the pool's tickets. A ticket number, hold id,
+label or user is what gpu-hold cancel takes. It creates nothing: an unknown -r is an error
+(exit 125) that lists the known resources.`,
 		Example: `  gpu-hold queue
+  gpu-hold queue --me -o resource,ticket,state,time,left
   gpu-hold queue -r npu --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Out = cmd.OutOrStdout()
+			opts.Out, opts.UID = cmd.OutOrStdout(), os.Getuid()
+			opts.One = cmd.Flags().Changed("resource")
 			return queueRun(opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the queue as JSON")
+	f := cmd.Flags()
+	f.BoolVar(&opts.JSON, "json", false, "print the queues as JSON")
+	f.BoolVar(&opts.Me, "me", false, "only my tickets")
+	f.BoolVar(&opts.NoHeader, "noheader", false, "no header line")
+	f.StringVarP(&opts.Columns, "format", "o", defaultColumns, "the columns to show, by name, separated by commas")
 	return cmd
 }
 
@@ -104,57 +128,154 @@ func (g *globalOpts) findDir() (string, error) {
 func (g *globalOpts) warn(msg string) { g.Log.Warn().Msg(msg) }
 
 func queueRun(opts *queueOptions) error {
-	if done, err := poolQueue(opts); done {
-		return err
+	if opts.One { // a pool resource named by -r: its devices and pool tickets
+		if done, err := poolQueue(opts); done {
+			return err
+		}
 	}
-	q, err := opts.g.openQueueRead()
+	if opts.Columns == "" {
+		opts.Columns = defaultColumns
+	}
+	cols, err := pickColumns(opts.Columns)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	views, err := opts.g.statuses(opts.One, opts.Now())
 	if err != nil {
 		return err
 	}
-	st := queue.Status{Resource: opts.g.Resource, Waiters: []queue.Ticket{}}
-	if q != nil {
-		if st, err = q.Status(); err != nil {
-			return usageErr("%w", err)
+	if opts.Me {
+		for i := range views {
+			views[i] = mine(views[i], opts.UID)
 		}
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(opts.Out, queueDoc{Resources: views})
 	}
-	printQueue(opts.Out, st, opts.Now())
+	printQueue(opts.Out, views, cols, opts.NoHeader)
 	return nil
 }
 
-func printQueue(out io.Writer, st queue.Status, now time.Time) {
-	if st.Holder == nil && len(st.Waiters) == 0 && len(st.Dead) == 0 {
-		fmt.Fprintf(out, "%s: token free, nobody waiting\n", st.Resource)
-		return
+// statuses reads the queue of -r's resource (one), or of every resource
+// of the queue dir, as views.
+func (g *globalOpts) statuses(one bool, now time.Time) ([]resourceView, error) {
+	views := []resourceView{}
+	err := g.eachQueue(one, func(_ queue.Queue, st queue.Status) error {
+		views = append(views, viewOf(st, now))
+		return nil
+	})
+	return views, err
+}
+
+// eachQueue calls fn with the queue (nil: a configured resource nobody has
+// queued for) and status of -r's resource (one), or of every resource of
+// the queue dir.
+func (g *globalOpts) eachQueue(one bool, fn func(q queue.Queue, st queue.Status) error) error {
+	res := []string{g.Resource}
+	if c, err := g.etcdConfig(); err != nil {
+		return err
+	} else if c != nil {
+		one = true // the etcd queue is listed one resource at a time (-r)
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POS\tTICKET\tSTATE\tLABEL\tPID\tHOST\tUSER\tAGE\tCOMMAND")
-	row := func(pos, state string, t queue.Ticket, since time.Time) {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", pos, t.Seq, state, cell(t.Label, 24), t.Holder.PID,
-			cell(t.Host, 24), userName(t.UID), age(now.Sub(since)), command(t.Cmd))
+	if !one {
+		dir, err := g.findDir()
+		if err != nil {
+			return err
+		}
+		if res, err = hold.Resources(dir); err != nil {
+			return usageErr("%w", err)
+		}
 	}
-	for _, d := range st.Dead {
-		row("-", "dead", d, d.Granted)
+	for _, r := range res {
+		sub := *g
+		sub.Resource = r
+		q, err := sub.openQueueRead()
+		if err != nil {
+			return err
+		}
+		st := queue.Status{Resource: r, Waiters: []queue.Ticket{}}
+		if q != nil {
+			if st, err = q.Status(); err != nil {
+				return usageErr("%w", err)
+			}
+		}
+		if err := fn(q, st); err != nil {
+			return err
+		}
 	}
-	if h := st.Holder; h != nil {
-		row("0", "holding", *h, h.Granted)
+	return nil
+}
+
+// mine is v with only uid's tickets.
+func mine(v resourceView, uid int) resourceView {
+	keep := func(ts []ticketView) []ticketView {
+		out := []ticketView{}
+		for _, t := range ts {
+			if t.UID == uid {
+				out = append(out, t)
+			}
+		}
+		return out
 	}
-	for _, h := range st.Holders {
-		row("0", "holding", h, h.Granted)
+	if v.Holding != nil && v.Holding.UID != uid {
+		v.Holding = nil
 	}
-	for i, w := range st.Waiters {
-		row(strconv.Itoa(i+1), "waiting", w, w.Created)
+	v.Waiting, v.Dead, v.AlsoHolding = keep(v.Waiting), keep(v.Dead), keep(v.AlsoHolding)
+	if len(v.AlsoHolding) == 0 {
+		v.AlsoHolding = nil
 	}
-	tw.Flush()
-	if len(st.Dead) > 0 {
-		fmt.Fprintf(out, "dead: the holder died without releasing; the next hold ends what it left running first (or run gpu-hold reap -r %s)\n", st.Resource)
+	if len(v.Dead) == 0 {
+		v.Dead = nil
 	}
-	if len(st.Skipped) > 0 {
-		fmt.Fprintf(out, "skipped %d file(s) that are not valid gpu-hold files: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
+	return v
+}
+
+// writeJSON writes v indented, with & < > as themselves.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func printQueue(out io.Writer, views []resourceView, cols []column, noHeader bool) {
+	var rows []ticketView
+	var names []string
+	for _, v := range views {
+		rows = append(rows, v.rows()...)
+		names = append(names, v.Resource)
+	}
+	if len(rows) == 0 {
+		if len(names) == 0 {
+			fmt.Fprintln(out, "no holds: every token is free, nobody waiting")
+		} else {
+			fmt.Fprintf(out, "%s: token free, nobody waiting\n", strings.Join(names, ", "))
+		}
+	} else {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		if !noHeader {
+			var h []string
+			for _, c := range cols {
+				h = append(h, strings.ToUpper(c.name))
+			}
+			fmt.Fprintln(tw, strings.Join(h, "\t"))
+		}
+		for _, r := range rows {
+			var cells []string
+			for _, c := range cols {
+				cells = append(cells, c.cell(r))
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		tw.Flush()
+	}
+	for _, v := range views {
+		if len(v.Dead) > 0 {
+			fmt.Fprintf(out, "%s: dead: the holder died without releasing; the next hold ends what it left running first (or run gpu-hold reap -r %s)\n", v.Resource, v.Resource)
+		}
+		if len(v.Skipped) > 0 {
+			fmt.Fprintf(out, "%s: skipped %d file(s) that are not valid gpu-hold files: %s\n", v.Resource, len(v.Skipped), strings.Join(v.Skipped, ", "))
+		}
 	}
 }
 

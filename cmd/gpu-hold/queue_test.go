@@ -59,7 +59,7 @@ func TestQueueUnknownResourceCreatesNothing(t *testing.T) {
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, "fpga"), 0o755) // a resource some hold used
 	var out bytes.Buffer
-	err := queueRun(&queueOptions{g: testGlobal(dir, "gpux"), Out: &out, Now: time.Now})
+	err := queueRun(&queueOptions{One: true, g: testGlobal(dir, "gpux"), Out: &out, Now: time.Now})
 	wantUnknown(t, err, "gpux", "gpu", "npu", "fpga")
 	if got := entries(t, dir); len(got) != 1 {
 		t.Errorf("gpu-hold queue -r gpux left %q in the queue dir, want only fpga", got)
@@ -83,7 +83,7 @@ func TestCancelUnknownResourceCreatesNothing(t *testing.T) {
 func TestQueueConfiguredResourceWithoutDir(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	if err := queueRun(&queueOptions{g: testGlobal(dir, "npu"), Out: &out, Now: time.Now}); err != nil {
+	if err := queueRun(&queueOptions{One: true, g: testGlobal(dir, "npu"), Out: &out, Now: time.Now}); err != nil {
 		t.Fatalf("gpu-hold queue -r npu: %v", err)
 	}
 	if !strings.Contains(out.String(), "npu: token free") {
@@ -107,7 +107,7 @@ func TestQueueCreatesNoStateDir(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("GPU_HOLD_DIR", "")
 	t.Setenv("XDG_STATE_HOME", state)
-	err := queueRun(&queueOptions{g: testGlobal("", "gpux"), Out: &bytes.Buffer{}, Now: time.Now})
+	err := queueRun(&queueOptions{One: true, g: testGlobal("", "gpux"), Out: &bytes.Buffer{}, Now: time.Now})
 	wantUnknown(t, err, "gpux", "gpu", "npu")
 	if got := entries(t, state); len(got) != 0 {
 		t.Errorf("gpu-hold queue created %q in $XDG_STATE_HOME", got)
@@ -126,5 +126,27 @@ func TestCancelNotANumber(t *testing.T) {
 	wantUsageErr(t, err, "no ticket 5 is waiting")
 	if got := entries(t, dir); len(got) != 0 {
 		t.Errorf("cancel left %q in the queue dir", got)
+	}
+}
+
+// With no -r, the per-user default queue dir that nobody has used yet
+// lists nothing, is not created, and is no error; nor is history.
+func TestQueueAllOnFreshDir(t *testing.T) {
+	if _, err := os.Stat(hold.FleetDir); err == nil {
+		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default queue dir", hold.FleetDir)
+	}
+	state := t.TempDir()
+	t.Setenv("GPU_HOLD_DIR", "")
+	t.Setenv("XDG_STATE_HOME", state)
+	var out bytes.Buffer
+	if err := queueRun(&queueOptions{g: testGlobal("", "gpu"), Out: &out, Now: time.Now}); err != nil || !strings.Contains(out.String(), "every token is free") {
+		t.Errorf("queue: %v, %q", err, out.String())
+	}
+	out.Reset()
+	if err := historyRun(&historyOptions{g: testGlobal("", "gpu"), Out: &out, Warn: &out}); err != nil || out.String() != "no past holds on record\n" {
+		t.Errorf("history: %v, %q", err, out.String())
+	}
+	if got := entries(t, state); len(got) != 0 {
+		t.Errorf("created %q in $XDG_STATE_HOME", got)
 	}
 }

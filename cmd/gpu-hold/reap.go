@@ -75,7 +75,7 @@ func reapRun(ctx context.Context, opts *reapOptions) error {
 		what = dir
 	}
 	if n == 0 {
-		fmt.Fprintf(opts.Out, "%s: no dead holder to reap\n", what)
+		fmt.Fprintf(opts.Out, "%s: no dead holder to reap (the token is free or its holder alive)\n", what)
 	} else {
 		fmt.Fprintf(opts.Out, "%s: reaped %d dead holder(s)\n", what, n)
 	}

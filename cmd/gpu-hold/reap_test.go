@@ -17,7 +17,7 @@ import (
 func TestReapAllWithResource(t *testing.T) {
 	for _, res := range []string{"npu", "no-such-resource"} {
 		code, stdout, stderr, dir := cli(t, "reap", "--all", "-r", res)
-		if code != 0 || stdout != dir+": no dead holder to reap\n" || stderr != "" {
+		if code != 0 || stdout != dir+": no dead holder to reap (the token is free or its holder alive)\n" || stderr != "" {
 			t.Errorf("reap --all -r %s: exit %d, stdout %q, stderr %q; want 0 and %q", res, code, stdout, stderr, dir+": no dead holder to reap")
 		}
 		if got := entries(t, dir); len(got) != 0 {

@@ -50,24 +50,26 @@ func execute(args []string) int {
 	g := &globalOpts{}
 	root := newRootCmd(g)
 	root.SetArgs(fixTrackArg(args))
-	return exitCode(root.Execute(), os.Stderr)
+	return exitCodeTo(root.Execute(), newErrOut(os.Stderr, args))
 }
 
 // exitCode maps a command's error to gpu-hold's exit status, and writes
 // the error's one line to stderr.
-func exitCode(err error, stderr io.Writer) int {
+func exitCode(err error, stderr io.Writer) int { return exitCodeTo(err, errOut{w: stderr}) }
+
+func exitCodeTo(err error, out errOut) int {
 	if err == nil {
 		return 0
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "gpu-hold: "+ee.err.Error())
+			out.line(ee.err.Error(), ee.code)
 		}
 		return ee.code
 	}
 	// Errors from cobra itself (unknown flag, bad value) are usage errors.
-	fmt.Fprintln(stderr, "gpu-hold: "+err.Error()+" (see gpu-hold --help)")
+	out.line(err.Error()+" (see gpu-hold --help)", hold.ExitUsage)
 	return hold.ExitUsage
 }
 
@@ -77,6 +79,9 @@ func (g *globalOpts) setupLog() error {
 	l, err := hold.NewLogger(os.Stderr, g.LogFormat)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	if onGitHub() {
+		l = l.Hook(githubHook(os.Stderr))
 	}
 	g.Log = l
 	return nil
@@ -95,13 +100,15 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 	root := newCmdRun(g, nil)
 	root.SilenceErrors = true
 	root.SilenceUsage = true
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = version()
+	root.SetVersionTemplate("gpu-hold {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
 	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")
-	pf.StringVar(&g.LogFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), console or json")
+	choiceVar(pf, &g.LogFormat, "log-format", "log format: auto (console on a terminal, else JSON), console or json", "auto", "console", "json")
 	addFleetFlags(pf, &g.Fleet)
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return g.setupLog() }
+	suggestCommands(root)
 	root.AddCommand(
 		newCmdQueue(g),
 		newCmdCancel(g),
@@ -109,6 +116,10 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdShow(g),
 		newCmdDoctor(g),
 		newCmdGuard(g),
+		newCmdHistory(g),
+		newCmdWait(g),
 	)
+	root.AddCommand(newCmdMan(root))
+	setupCompletion(root, g)
 	return root
 }

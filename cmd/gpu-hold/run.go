@@ -54,16 +54,16 @@ still holds the device, writes a record, and only then releases the token.`,
 	durationVarP(f, &o.Wait, "wait", "w", 0, "give up (exit 75) if the token is not ours within this long (0: wait for ever)")
 	durationVarP(f, &o.Grace, "grace", "g", 10*time.Second, "time between TERM and KILL at teardown")
 	durationVarP(f, &o.SurvivorWait, "survivor-wait", "", 30*time.Second, "how long to wait for processes that do not die on KILL before recording them as survivors")
-	f.StringVar(&o.Track, "track", "auto", "tracker backend: auto (eBPF when it can load, else procfs), bpf, proc; a bare --track means bpf")
+	choiceVar(f, &o.Track, "track", "tracker backend: auto (eBPF when it can load, else procfs), bpf, proc; a bare --track means bpf", trackValues...)
 	f.Lookup("track").NoOptDefVal = "bpf"
-	f.StringVar(&o.Cgroup, "cgroup", "auto", "start the payload in a cgroup of its own: auto (when the host allows), on (required), off")
+	choiceVar(f, &o.Cgroup, "cgroup", "start the payload in a cgroup of its own: auto (when the host allows), on (required), off", "auto", "on", "off")
 	f.StringVar(&o.Dump, "dump", "", "write the hold's record here (default: the resource's records directory)")
 	f.IntVar(&o.KeepRecords, "keep-records", 200, "records kept per resource in its records directory")
 	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "records older than this are removed (0: no age limit)")
 	f.IntVarP(&o.Count, "count", "n", 1, "devices of the resource's pool to hold, all at once (gpu-hold doctor lists the pool)")
 	f.StringArrayVar(&o.Devices, "device", nil, "device node (or glob) whose holders are checked at release; repeatable; replaces the resource's list")
-	o.DeviceHolders = device.PolicyWarn
-	f.Var(&o.DeviceHolders, "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)")
+	choiceVar(f, (*string)(&o.DeviceHolders), "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)",
+		string(device.PolicyWarn), string(device.PolicyWait), string(device.PolicyFail))
 	durationVarP(f, &o.DeviceWait, "device-wait", "", 30*time.Second, "with --device-holders=wait, how long to wait for them to let go")
 	f.StringVar(&opts.memFloor, "mem-floor", "", "end the hold (exit 72) when available memory falls below this (e.g. 8G); default $GPU_HOLD_MEM_ABORT_GIB GiB")
 	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write node_exporter textfile metrics for the resource here")
@@ -95,6 +95,9 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		return usageErr("%v", err)
 	}
 	o.MemFloor = floor
+	if o.Count < 1 {
+		return usageErr("--count must be at least 1 (got %d): it is how many of the pool's devices to hold", o.Count)
+	}
 	if o.Etcd, err = g.etcdConfig(); err != nil {
 		return err
 	}
@@ -106,7 +109,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 		return err
 	}
 	o.Dir = dir
-	if isatty.IsTerminal(os.Stderr.Fd()) {
+	if isatty.IsTerminal(os.Stderr.Fd()) && g.LogFormat != "json" { // JSON mode draws nothing
 		o.Status = os.Stderr
 	}
 	if ctx == nil {
@@ -136,13 +139,10 @@ func fixTrackArg(args []string) []string {
 		if a == "--" {
 			return append(out, args[i:]...)
 		}
-		if a == "--track" && i+1 < len(args) {
-			switch args[i+1] {
-			case "auto", "bpf", "proc":
-				out = append(out, "--track="+args[i+1])
-				i++
-				continue
-			}
+		if a == "--track" && i+1 < len(args) && trackValue(args[i+1]) { // procc too: its error says "did you mean"
+			out = append(out, "--track="+args[i+1])
+			i++
+			continue
 		}
 		out = append(out, a)
 	}

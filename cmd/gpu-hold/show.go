@@ -16,6 +16,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/safefs"
 )
@@ -44,6 +45,9 @@ records directory) and renders it:
             (exited, term, kill, killed-at-birth, survivor) and flags (left-group,
             left-session, reparented); coloured on a terminal
   json      the assembled record as one JSON document
+
+The record of a running hold (its gpu-hold alive) is shown as it stands: the lineage so
+far, its members with no exit seen marked running.
   timeline  Chrome trace event JSON: open it in https://ui.perfetto.dev
 
 A record cut short by a killed hold is shown up to its last whole line. A damaged record
@@ -64,9 +68,10 @@ is an error that names the line (exit 125). The format is documented in docs/REC
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&opts.Format, "format", "f", "tree", "output format: tree, json or timeline (Chrome trace JSON for ui.perfetto.dev)")
+	choiceVar(f, &opts.Format, "format", "output format: tree, json or timeline (Chrome trace JSON for ui.perfetto.dev)", "tree", "json", "timeline")
+	f.Lookup("format").Shorthand = "f"
 	f.StringVarP(&opts.Output, "output", "o", "", "write to FILE instead of standard output")
-	f.StringVar(&opts.Color, "color", "auto", "colour the tree: auto (on a terminal, unless NO_COLOR is set), always, never")
+	choiceVar(f, &opts.Color, "color", "colour the tree: auto (on a terminal, unless NO_COLOR is set), always, never", "auto", "always", "never")
 	return cmd
 }
 
@@ -89,6 +94,9 @@ func showRun(opts *showOptions) error {
 	if err != nil {
 		return usageErr("%v (cannot show this record)", err)
 	}
+	// A record without its end line is a running hold's when its holder
+	// is alive, by identity (a reused pid is not it).
+	rec.Running = !rec.Ended && proc.Alive(rec.Hold.Holder)
 	if rec.Truncated && opts.Format != "tree" {
 		fmt.Fprintf(opts.ErrOut, "gpu-hold: record %s: its last line was cut short (the hold was killed) and is left out\n", path)
 	}

@@ -1,0 +1,70 @@
+// man.go owns the hidden `gpu-hold man` command: the man page, written from
+// the command tree (internal/mangen) with the exit codes and files, so it
+// cannot drift from --help. `make man` runs it.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/mangen"
+)
+
+func newCmdMan(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:    "man",
+		Short:  "Write the man page (roff) to standard output",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return manRun(cmd.OutOrStdout(), root)
+		},
+	}
+}
+
+func manRun(out io.Writer, root *cobra.Command) error {
+	// SOURCE_DATE_EPOCH makes the page reproducible (Debian's builds set it).
+	date := time.Now()
+	if s, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64); err == nil {
+		date = time.Unix(s, 0).UTC()
+	}
+	if err := mangen.Write(out, root, date, manSections()); err != nil {
+		return usageErr("writing the man page: %v", err)
+	}
+	return nil
+}
+
+func manSections() []mangen.Section {
+	codes := fmt.Sprintf(`  N     the payload exited with N
+  128+S the payload was killed by signal S; or the hold itself got TERM, INT or HUP (143, 130, 129), after its teardown
+  %d   the max hold ran out
+  %d    the queue never came round within the wait allowance, or the ticket was removed
+  %d    the etcd lease was lost while holding (--queue etcd://): the payload was ended
+  %d    gpu-hold cancel ended the running hold
+  %d    a --yield hold gave the token to a job that queued
+  %d    available memory fell below --mem-floor
+  %d    --device-holders=fail and a process outside the lineage still held the device
+  %d   usage error, or gpu-hold's own failure
+  %d   the payload could not be executed
+  %d   the payload was not found`,
+		hold.ExitMaxHold, hold.ExitQueue, hold.ExitLeaseLost, hold.ExitCancelled, hold.ExitYielded, hold.ExitMemFloor, hold.ExitDeviceHolders, hold.ExitUsage, hold.ExitNotExecutable, hold.ExitNotFound)
+	return []mangen.Section{
+		{Title: "Exit status", Body: codes},
+		{Title: "Environment", Body: `  GPU_HOLD_DIR            the queue directory (as --dir)
+  GPU_HOLD_MEM_ABORT_GIB  the default --mem-floor, in GiB
+  GPU_HOLD_DEBUG          debug logging
+  GITHUB_ACTIONS=true     errors and warnings also as ::error:: and ::warning:: annotations
+  NO_COLOR                no colour in gpu-hold show
+
+The payload gets GPU_HOLD_ID, GPU_HOLD_RESOURCE and GPU_HOLD_LABEL.`},
+		{Title: "Files", Body: `  /var/lib/gpu-hold/               the fleet queue directory (group gpu-hold)
+  /var/lib/gpu-hold/RES/records/   the records of resource RES's holds
+  /var/lib/gpu-hold/resources.json the resources and their devices`},
+	}
+}
