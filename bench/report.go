@@ -374,8 +374,8 @@ func (b *bench) markdown() string {
 	poolMarkdown(p, r.Pool)
 	if len(r.Guard) > 0 {
 		p("")
-		p("### 7. Guard")
-		intro("`gpu-hold guard -r fake --period 2s` on this host (its processes are what each scan reads), CPU time of the guard's process (user+sys) over the window, extrapolated to an hour; busy: a helper opens the guarded (fake, driverless) node 1,000 times a second. scan: the /proc fd scan alone; deny-at-open: with the device filter, which runs at every open and streams each refusal to the guard.")
+		p("### Guard")
+		intro("`gpu-hold guard -r fake --period 2s` on this host (its processes are what each scan reads), CPU time of the guard's process (user+sys) over the window, extrapolated to an hour; busy: a helper opens the guarded (fake, driverless) node 1,000 times a second. scan: the /proc fd scan alone; deny-at-open: with the device filter, which runs at every open, counts each refusal and streams each refused process to the guard at most once a second.")
 		table("mode", "opens/s", "opens made", "processes at the end", "scans", "last scan ms", "window s", "guard CPU s", "CPU s per hour", "% of a core")
 		for _, c := range r.Guard {
 			p("| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s |", c.Mode, c.OpensPerSec, c.Opened, c.Processes, num(c.Scans), num(c.LastScanMS), num(c.WindowS), num3(c.CPUS), num(c.CPUPerHourS), num3(c.CorePct))

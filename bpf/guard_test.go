@@ -92,6 +92,7 @@ func TestDeviceGuard(t *testing.T) {
 	if e := openErr(node); e != unix.EPERM {
 		t.Fatalf("open of a guarded node by a process not allowed: %v, want EPERM", e)
 	}
+	g.rd.SetDeadline(time.Now().Add(10 * time.Second)) // a lost denial fails, it does not hang
 	d, err := g.ReadDenial()
 	if err != nil || d.TGID != uint32(os.Getpid()) || d.Dev != (DevID{DevChar, major, minor}) || d.Access&2 == 0 {
 		t.Errorf("denial %+v (%v), want tgid %d, char %d:%d, read", d, err, os.Getpid(), major, minor)
@@ -219,5 +220,39 @@ func TestDeviceGuardHolders(t *testing.T) {
 	g.SetLaunchers(nil)
 	if out := grandchild(); !strings.Contains(out, "Operation not permitted") {
 		t.Errorf("with no holder and no launcher: %q, want EPERM", out)
+	}
+}
+
+// The guard's read of a pinned lineage: a member by pid and start time,
+// not the same pid with another start, not a process outside it.
+func TestPinnedLineageHas(t *testing.T) {
+	testenv.NeedRoot(t, "pinning a lineage")
+	id := "pintest-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(rand.IntN(1<<30))
+	l, _, cmd := launchMarked(t, Options{HoldID: id}, `sleep 300`)
+	if _, err := l.Pin(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unpin()
+	p, err := OpenPinnedLineage(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var st proc.Stat
+	for i := 0; i < 500; i++ {
+		if st, err = proc.ReadStat(cmd.Process.Pid); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !p.Has(st.Ident) {
+		t.Errorf("the payload %v is not a member of the pinned lineage", st.Ident)
+	}
+	if p.Has(proc.Ident{PID: st.PID, Start: st.Start + 1}) {
+		t.Error("a member's pid with another start time counts")
+	}
+	self, _ := proc.Self()
+	if p.Has(self) {
+		t.Error("the test process (the launcher, not a member) counts")
 	}
 }

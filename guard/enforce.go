@@ -59,10 +59,12 @@ func (g *Guard) end(ctx context.Context, k key, in intruder) {
 
 // spare says why k must not be ended now, or "".
 func (g *Guard) spare(k key, in intruder) string {
+	ln := g.lineageNow(k.resource)
+	defer ln.close()
 	switch {
 	case k.id.PID == 1 || k.id == g.self:
 		return "it is init or the guard itself"
-	case g.lineageNow(k.resource).has(k.id):
+	case ln.has(k.id):
 		return "it is in the lineage of the resource's token holder"
 	case g.o.Allow.allows(k.id, in.UID):
 		return "it is allow-listed"
@@ -70,11 +72,18 @@ func (g *Guard) spare(k key, in intruder) string {
 	return ""
 }
 
-// lineageNow reads the holder's lineage (serialised with the scans').
-func (g *Guard) lineageNow(resource string) *lineage {
+// lineageNow reads the lineages of resource's holders (serialised with
+// the scans'): its own token's, and, for a pool, each device's.
+func (g *Guard) lineageNow(resource string) lineageSet {
 	g.qmu.Lock()
 	defer g.qmu.Unlock()
-	return g.lineageOf(resource)
+	var set lineageSet
+	for _, name := range g.queueNames[resource] {
+		if l := g.lineageOf(name); l.holder.PID != 0 {
+			set = append(set, l)
+		}
+	}
+	return set
 }
 
 // signal sends sig through h and records it as action; false when the

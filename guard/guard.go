@@ -39,23 +39,32 @@ type Options struct {
 	MetricsDir string        // the textfile (gpu_hold_guard.prom) goes here ("": none)
 	Once       bool          // one scan, then return
 	DenyAtOpen bool          // attach the device filter (kernel.go)
-	Log        zerolog.Logger
+	// OpenQueue opens a resource's queue when it is not the directory's
+	// (the etcd fleet queue); nil: the queue directory.
+	OpenQueue func(resource string) (queue.Queue, error)
+	// Host is the name this host's tickets carry: a holder on another
+	// host has no lineage here ("": not checked, the directory's case).
+	Host string
+	Log  zerolog.Logger
 }
 
 // Guard is a running guard.
 type Guard struct {
-	o         Options
-	res       []device.Resource
-	qmu       sync.Mutex // queues, and the reads of the holders
-	queues    map[string]queue.Queue
-	audit     *audit
-	bootWall  time.Duration
-	mu        sync.Mutex
-	intruders map[key]*intruder
-	stats     stats
-	ending    sync.WaitGroup
-	self      proc.Ident
-	kern      *kernel // the device filter, with DenyAtOpen
+	o      Options
+	res    []device.Resource
+	qmu    sync.Mutex // queues, and the reads of the holders
+	queues map[string]queue.Queue
+	// queueNames are the queues whose holders a resource's nodes belong
+	// to: its own and, for a pool of several devices, each device's.
+	queueNames map[string][]string
+	audit      *audit
+	bootWall   time.Duration
+	mu         sync.Mutex
+	intruders  map[key]*intruder
+	stats      stats
+	ending     sync.WaitGroup
+	self       proc.Ident
+	kern       *kernel // the device filter, with DenyAtOpen
 }
 
 // key names one intruder on one resource.
@@ -91,7 +100,15 @@ func New(o Options) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the guard's own identity from /proc: %v", err)
 	}
-	g := &Guard{o: o, res: res, queues: map[string]queue.Queue{}, intruders: map[key]*intruder{}, bootWall: proc.BootToWall(), self: self}
+	g := &Guard{o: o, res: res, queues: map[string]queue.Queue{}, queueNames: map[string][]string{}, intruders: map[key]*intruder{}, bootWall: proc.BootToWall(), self: self}
+	for _, r := range res {
+		g.queueNames[r.Name] = []string{r.Name}
+		if p := device.PoolOf(r, "/"); p.Multi() {
+			for _, d := range p.Devices {
+				g.queueNames[r.Name] = append(g.queueNames[r.Name], device.QueueName(r.Name, d))
+			}
+		}
+	}
 	g.stats.untokened = map[[2]string]float64{}
 	g.stats.ended = map[[2]string]float64{}
 	g.stats.allowed = map[string]int{}
@@ -216,6 +233,7 @@ func (g *Guard) scanResource(ctx context.Context, r device.Resource, now time.Ti
 		return
 	}
 	ln := g.lineageNow(r.Name)
+	defer ln.close()
 	allowed := 0
 	for _, h := range holders {
 		if h.Ident == g.self || h.PID == 1 {
@@ -247,7 +265,7 @@ const (
 )
 
 // judge says whether holder h is the token holder's, allowed, or neither.
-func (g *Guard) judge(h device.Holder, ln *lineage) verdict {
+func (g *Guard) judge(h device.Holder, ln lineageSet) verdict {
 	if ln.has(h.Ident) {
 		return verdictLineage
 	}

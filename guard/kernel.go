@@ -120,21 +120,27 @@ func (g *Guard) refreshKernel() {
 	devs, nodes := guardedDevs(g.res)
 	k.nodes = nodes
 	tgids, cgs, holders := map[uint32]bool{}, map[uint64]bool{}, map[uint32]uint64{}
-	for i, r := range g.res {
-		g.watchQueue(r.Name)
-		ln := g.lineageNow(r.Name)
-		if i < bpf.LineageSlots && (ln.holder.PID == 0 || k.dg.SetLineage(i, ln.holdID) != nil) {
-			k.dg.SetLineage(i, "")
+	slot := 0
+	for _, r := range g.res {
+		for _, name := range g.queueNames[r.Name] {
+			g.watchQueue(name)
 		}
-		if ln.holder.PID == 0 {
-			continue
-		}
-		holders[uint32(ln.holder.PID)] = ln.holder.Start
-		if ln.cgroup != "" {
-			if fi, err := os.Stat(filepath.Join(k.mount, ln.cgroup)); err == nil {
-				cgs[fi.Sys().(*syscall.Stat_t).Ino] = true
+		set := g.lineageNow(r.Name)
+		set.close() // the filter opens the pins itself
+		for _, ln := range set {
+			holders[uint32(ln.holder.PID)] = ln.holder.Start
+			if slot < bpf.LineageSlots && k.dg.SetLineage(slot, ln.holdID) == nil {
+				slot++
+			}
+			if ln.cgroup != "" {
+				if fi, err := os.Stat(filepath.Join(k.mount, ln.cgroup)); err == nil {
+					cgs[fi.Sys().(*syscall.Stat_t).Ino] = true
+				}
 			}
 		}
+	}
+	for ; slot < bpf.LineageSlots; slot++ {
+		k.dg.SetLineage(slot, "")
 	}
 	if g.o.Allow.hasExe() {
 		g.walkAllowed(tgids)

@@ -1,11 +1,12 @@
 // lineage.go owns what the guard spares as the token holder's: the holder
 // is the ticket the queue proves holds the token (a live ticket whose
 // process holds the token's lock), and its lineage is what the kernel
-// says: the processes that descend from the holder's gpu-hold process (a
-// subreaper, so its payload's orphans stay below it), and those in the
-// hold's cgroup (<holder's cgroup>/gpu-hold-<hold id>, which only root
-// creates and fills). Nothing a process says of itself (GPU_HOLD_ID in
-// its environment) counts.
+// says: the processes that descend from the holder's gpu-hold process,
+// those in the hold's cgroup (<holder's cgroup>/gpu-hold-<hold id>, which
+// only root creates and fills), and the members of its pinned lineage map
+// (eBPF tracker: a member that double-forked away from the holder, by pid
+// and start time). Nothing a process says of itself (GPU_HOLD_ID in its
+// environment) counts.
 package guard
 
 import (
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
@@ -23,9 +25,37 @@ import (
 
 // lineage is a resource's current token holder, as far as it is verified.
 type lineage struct {
-	holder proc.Ident // zero: nobody holds the token
-	holdID string     // the holder's hold id (its pin and cgroup are named by it)
-	cgroup string     // the hold's cgroup, relative to the cgroup2 mount ("": none)
+	holder proc.Ident         // zero: nobody holds the token
+	holdID string             // the holder's hold id (its pin and cgroup are named by it)
+	cgroup string             // the hold's cgroup, relative to the cgroup2 mount ("": none)
+	pinned *bpf.PinnedLineage // the hold's pinned lineage map (nil: none)
+}
+
+// lineageSet is the lineages of a resource's holders: one for a single
+// token, one per held device for a pool (a node shared by the pool's
+// devices is any of its holders').
+type lineageSet []*lineage
+
+func (s lineageSet) has(id proc.Ident) bool {
+	for _, l := range s {
+		if l.has(id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s lineageSet) close() {
+	for _, l := range s {
+		l.close()
+	}
+}
+
+// close releases the pinned map (nil-safe).
+func (l *lineage) close() {
+	if l != nil {
+		l.pinned.Close()
+	}
 }
 
 // maxDepth bounds the walk from a process up to init.
@@ -49,10 +79,16 @@ func (g *Guard) lineageOf(resource string) *lineage {
 		}
 		return &lineage{}
 	}
-	if !proc.Alive(st.Holder.Holder) {
-		return &lineage{}
+	if g.o.Host != "" && st.Holder.Host != g.o.Host || !proc.Alive(st.Holder.Holder) {
+		return &lineage{} // held on another host (its pid means nothing here), or gone
 	}
-	return &lineage{holder: st.Holder.Holder, holdID: st.Holder.HoldID, cgroup: holdCgroup(st.Holder.Holder, st.Holder.HoldID)}
+	l := &lineage{holder: st.Holder.Holder, holdID: st.Holder.HoldID, cgroup: holdCgroup(st.Holder.Holder, st.Holder.HoldID)}
+	if validHoldID(l.holdID) {
+		if _, err := os.Stat(bpf.PinDir(l.holdID)); err == nil {
+			l.pinned, _ = bpf.OpenPinnedLineage(l.holdID) // nil when it cannot be read
+		}
+	}
+	return l
 }
 
 // queue opens (once) resource's queue, read-only.
@@ -60,7 +96,13 @@ func (g *Guard) queue(resource string) (queue.Queue, error) {
 	if q, ok := g.queues[resource]; ok {
 		return q, nil
 	}
-	q, err := queue.OpenDir(g.o.Dir, resource, queue.DirOptions{NoCreate: true, Warn: func(msg string) { g.o.Log.Warn().Msg(msg) }})
+	open := g.o.OpenQueue
+	if open == nil {
+		open = func(resource string) (queue.Queue, error) {
+			return queue.OpenDir(g.o.Dir, resource, queue.DirOptions{NoCreate: true, Warn: func(msg string) { g.o.Log.Warn().Msg(msg) }})
+		}
+	}
+	q, err := open(resource)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +115,7 @@ func (l *lineage) has(id proc.Ident) bool {
 	if l.holder.PID == 0 {
 		return false
 	}
-	return id == l.holder || l.descends(id) || l.inCgroup(id)
+	return id == l.holder || l.descends(id) || l.inCgroup(id) || l.pinned.Has(id)
 }
 
 // descends reports whether id's chain of parents reaches the holder. The

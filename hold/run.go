@@ -95,6 +95,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := h.resolvePool(); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
+	if err := h.yieldUsable(); err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
 
 	grant, err := h.acquire(lt.atHead(ctx), sigc)
 	if err != nil {

@@ -102,8 +102,8 @@ func (p *Pool) view() ([]devView, []DevState, error) {
 			}
 		}
 		for _, e := range snap.tickets {
-			if e.live && !e.granted() {
-				v.busy = true // a hold of the device itself waits for it
+			if e.live && !e.granted() && !e.Yield {
+				v.busy = true // a hold of the device itself waits for it (a serve keeper's gives way)
 			}
 		}
 		if !v.busy && dq.tokenLockPID() > 0 {

@@ -14,6 +14,9 @@ package queue
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -35,11 +38,12 @@ func (s *snapshot) realWaiting(me uint64) []entry {
 // place is what the waiter must let go first, and the holder. A waiter
 // that does not yield passes over the yielding tickets ahead of it; a
 // yielding one waits, besides the tickets ahead of it, for every ticket
-// that does not yield, wherever it is in the queue.
+// that does not yield, wherever it is in the queue, and, on a pool's
+// device, for the pool's waiting tickets (any of them may need it).
 func (w *waiter) place(s *snapshot) (ahead []entry, holder *entry) {
 	ahead, holder = s.position(w.q, w.e.Seq)
 	if w.e.Yield {
-		return append(ahead, s.realWaiting(w.e.Seq)...), holder
+		return append(append(ahead, s.realWaiting(w.e.Seq)...), w.q.poolWaiting()...), holder
 	}
 	kept := ahead[:0]
 	for _, e := range ahead {
@@ -111,20 +115,40 @@ func (c *contention) end() {
 	<-c.done
 }
 
-// watchContention starts the watch for holder ticket me.
+// watchContention starts the watch for holder ticket me: of its queue's
+// directory and, on a pool's device, of the pool's.
 func (q *dirQueue) watchContention(me uint64) *contention {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &contention{ch: make(chan struct{}), stop: cancel, done: make(chan struct{})}
-	go c.run(ctx, q, me)
+	var wg sync.WaitGroup
+	var once sync.Once
+	fire := func() { once.Do(func() { close(c.ch) }) }
+	dirs := []*dirQueue{q}
+	if pq := q.poolOf(); pq != nil {
+		dirs = append(dirs, pq)
+	}
+	for _, d := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.run(ctx, d, func() bool { return q.contended(me) }, fire)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		for _, d := range dirs[1:] {
+			d.Close()
+		}
+		close(c.done)
+	}()
 	return c
 }
 
-// run looks at the queue on every event in its directory (inotify:
-// tickets appearing and renamed into place; an overflow) until a ticket
-// that does not yield waits, or the watch is stopped. inotify is set up
-// before the first look, so no ticket queues unseen.
-func (c *contention) run(ctx context.Context, q *dirQueue, me uint64) {
-	defer close(c.done)
+// run looks at the queue on every event in d's directory (inotify:
+// tickets appearing and renamed into place; an overflow) until contended
+// says a ticket that does not yield waits, or the watch is stopped.
+// inotify is set up before the first look, so no ticket queues unseen.
+func (c *contention) run(ctx context.Context, q *dirQueue, contended func() bool, fire func()) {
 	ev, err := newEvents(q)
 	if err != nil {
 		q.warnf("contention", "cannot watch %s for tickets (%v): this yielding hold re-checks the queue every %v", q.path, err, degradedRecheck)
@@ -133,8 +157,9 @@ func (c *contention) run(ctx context.Context, q *dirQueue, me uint64) {
 		defer func() { stop(); ev.close() }()
 	}
 	for ctx.Err() == nil {
-		if q.contended(me) {
-			close(c.ch)
+		if contended() {
+			fire()
+			c.stop() // the other directory's watch too
 			return
 		}
 		if ev == nil || ev.degraded() {
@@ -162,12 +187,49 @@ func (c *contention) pause(ctx context.Context, ev *events) {
 }
 
 // contended reports whether a ticket that does not yield waits, besides
-// holder ticket me. Every ticket is read and its lock probed.
+// holder ticket me, here or (a pool's device) in the pool's queue. Every
+// ticket is read and its lock probed.
 func (q *dirQueue) contended(me uint64) bool {
 	s, err := q.scan()
 	if err != nil {
 		q.warnf("contention-scan", "cannot read %s to see whether a ticket waits (%v); retrying on the next event", q.path, err)
 		return false
 	}
-	return len(s.realWaiting(me)) > 0
+	return len(s.realWaiting(me)) > 0 || len(q.poolWaiting()) > 0
+}
+
+// poolOf opens, read-only, the pool queue whose device queue q is
+// (QueueName: <pool>.d<N>); nil when q is no pool's device.
+func (q *dirQueue) poolOf() *dirQueue {
+	i := strings.LastIndex(q.resource, ".d")
+	if i <= 0 || i+2 >= len(q.resource) || strings.Trim(q.resource[i+2:], "0123456789") != "" {
+		return nil
+	}
+	pq, err := OpenDir(filepath.Dir(q.path), q.resource[:i], DirOptions{NoCreate: true, Warn: q.warn})
+	if err != nil {
+		return nil
+	}
+	return pq.(*dirQueue)
+}
+
+// poolWaiting lists the pool's live waiting tickets that do not yield
+// (not yet running: a running one names its devices), when q is a pool's
+// device.
+func (q *dirQueue) poolWaiting() []entry {
+	pq := q.poolOf()
+	if pq == nil {
+		return nil
+	}
+	defer pq.Close()
+	s, err := pq.scan()
+	if err != nil {
+		return nil
+	}
+	var out []entry
+	for _, e := range s.realWaiting(0) {
+		if len(e.Devices) == 0 {
+			out = append(out, e)
+		}
+	}
+	return out
 }

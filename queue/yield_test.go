@@ -161,3 +161,44 @@ func TestContendedIgnoresDeadTicket(t *testing.T) {
 		t.Fatal("Contended fired for a dead waiting ticket")
 	}
 }
+
+// A serve keeper on one device of a pool (queue gpu.d0) is told when a
+// pool ticket that needs devices waits, and the pool job gets the devices
+// once it let go; a keeper waiting for the device does not hold the pool
+// job back.
+func TestYieldOnPoolDevice(t *testing.T) {
+	dir := t.TempDir()
+	p := openPool(t, dir, 2, false)
+	d0 := openQ(t, dir, "gpu.d0")
+	t.Run("holder", func(t *testing.T) {
+		w := enqueue(t, d0, "keeper", true)
+		g, err := w.Wait(ctxT(t, 5*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ch := poolWait(t, p, "job", 2, 0)
+		if !firedWithin(g, 5*time.Second) {
+			g.Release()
+			t.Fatal("the keeper on gpu.d0 was not told that a pool job waits")
+		}
+		g.Release()
+		granted(t, ch, "job").Release()
+	})
+	t.Run("waiter", func(t *testing.T) {
+		h := take(t, d0, "holder")
+		kg := waitAsync(t, enqueue(t, d0, "keeper", true))
+		_, ch := poolWait(t, p, "job", 2, 0)
+		time.Sleep(100 * time.Millisecond)
+		h.Release()
+		pg := granted(t, ch, "job")
+		select {
+		case g := <-kg:
+			t.Fatalf("the keeper (ticket %d) took gpu.d0 while the pool job held it", g.Ticket().Seq)
+		case <-time.After(100 * time.Millisecond):
+		}
+		pg.Release()
+		if g := <-kg; g != nil {
+			g.Release()
+		}
+	})
+}

@@ -297,3 +297,37 @@ func lockAs(t *testing.T, cred *syscall.Credential, mark, path string) *exec.Cmd
 	waitComm(t, c.Process.Pid, "sleep", 5*time.Second)
 	return c
 }
+
+// TestYieldAcrossUsers: on a fleet directory, uid B's keeper yields to uid
+// A's job (the keeper reads A's ticket, a file it does not own, as the
+// queue reads every ticket), and A's job runs once B's lineage is gone.
+func TestYieldAcrossUsers(t *testing.T) {
+	f := newFleet(t, "proc")
+	res := "yieldusers"
+	prepRes(t, f, res)
+	bmark, amark := newMark(t), newMark(t)
+	d := f.Scratch
+	keeper := f.B.start(t, f.Dir, bmark, d, append([]string{"-r", res, "-l", "b-keeper", "--yield", "-g", "1s", "--"},
+		"env", lineageEnv+"="+bmark, "bash", "-c", `trap 'echo "term $(date +%s%N)" >> "$GH_T/bkeeper.log"; exit 0' TERM
+echo "up $(date +%s%N)" >> "$GH_T/bkeeper.log"
+while :; do sleep 0.05; done`)...)
+	waitLines(t, filepath.Join(d, "bkeeper.log"), "up", 1, 10*time.Second)
+	job := f.A.start(t, f.Dir, amark, d, append([]string{"-r", res, "-l", "a-job", "--"}, "bash", "-c", jobScript(bmark, "0"))...)
+	kr := keeper.Wait(30 * time.Second)
+	jr := job.Wait(30 * time.Second)
+	if kr.Code != 79 {
+		t.Errorf("B's keeper exited %d, want 79 (yielded to A's job)\nstderr:\n%s", kr.Code, kr.Stderr)
+	}
+	if jr.Code != 0 {
+		t.Fatalf("A's job exited %d\nstderr:\n%s", jr.Code, jr.Stderr)
+	}
+	ks, js := stamps(t, filepath.Join(d, "bkeeper.log")), stamps(t, filepath.Join(d, "job.log"))
+	if len(ks["term"]) != 1 {
+		t.Errorf("B's keeper's TERM handler did not run: %v", ks)
+	}
+	if js["enter"][0][1] != 0 {
+		t.Errorf("A's job started while %d process(es) of B's keeper were alive", js["enter"][0][1])
+	}
+	requireNoneLeft(t, bmark)
+	requireNoneLeft(t, amark)
+}

@@ -12,6 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/guard"
+	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
 
 type guardOptions struct {
@@ -70,6 +73,16 @@ func guardRun(ctx context.Context, opts *guardOptions) error {
 		if o.Allow, err = guard.LoadAllowList(opts.allowPath); err != nil {
 			return usageErr("%v", err)
 		}
+	}
+	fleet, err := opts.g.etcdConfig()
+	if err != nil {
+		return err
+	}
+	if fleet != nil {
+		// The fleet queue: holders are read from etcd, and only those of
+		// this host have a lineage here.
+		o.OpenQueue = func(resource string) (queue.Queue, error) { return etcdq.Open(*fleet, resource, opts.g.warn) }
+		o.Host = hold.TicketHost()
 	}
 	gd, err := guard.New(*o)
 	if err != nil {

@@ -34,7 +34,8 @@ type resourceView struct {
 type ticketView struct {
 	Resource string     `json:"resource"`
 	Ticket   uint64     `json:"ticket"`
-	State    string     `json:"state"` // holding, waiting, dead
+	State    string     `json:"state"`           // holding, waiting, dead
+	Yield    bool       `json:"yield,omitempty"` // a serve keeper's (--yield): gives way to any job
 	Position int        `json:"position"`
 	Label    string     `json:"label,omitempty"`
 	User     string     `json:"user"`
@@ -78,7 +79,7 @@ func viewOf(st queue.Status, now time.Time) resourceView {
 func ticketOf(res string, t queue.Ticket, state string, pos int, now time.Time) ticketView {
 	v := ticketView{Resource: res, Ticket: t.Seq, State: state, Position: pos, Label: t.Label, User: userName(t.UID), UID: t.UID,
 		Host: t.Host, Process: t.Holder, Cmd: t.Cmd, Created: t.Created, Granted: t.Granted, HoldID: t.HoldID, Record: t.Record,
-		Count: t.Count, Devices: t.Devices}
+		Count: t.Count, Devices: t.Devices, Yield: t.Yield}
 	if t.MaxHold > 0 {
 		v.MaxHold = t.MaxHold.String()
 	}
@@ -120,7 +121,12 @@ var columns = []column{
 		return map[string]string{"holding": "0", "dead": "-"}[t.State]
 	}},
 	{"ticket", func(t ticketView) string { return strconv.FormatUint(t.Ticket, 10) }},
-	{"state", func(t ticketView) string { return t.State }},
+	{"state", func(t ticketView) string {
+		if t.Yield {
+			return t.State + ",yields"
+		}
+		return t.State
+	}},
 	{"label", func(t ticketView) string { return cell(t.Label, 24) }},
 	{"user", func(t ticketView) string { return cell(t.User, 16) }},
 	{"host", func(t ticketView) string { return cell(t.Host, 20) }},
