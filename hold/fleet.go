@@ -60,9 +60,6 @@ func openReapQueue(o ReapOptions, res string) (queue.Queue, error) {
 // enqueueOn takes the ticket on q; etcd's first contact is bounded by -w
 // too.
 func (h *holdRun) enqueueOn(ctx context.Context, q queue.Queue, t queue.Ticket) (queue.Waiter, error) {
-	if h.o.Etcd != nil && h.o.Yield {
-		return nil, errors.New("--yield is not supported on the etcd queue yet: use the queue directory for a serve keeper")
-	}
 	eq, ok := q.(*etcdq.Queue)
 	if !ok {
 		return q.Enqueue(t)

@@ -332,7 +332,7 @@ func TestEtcdYieldAndPoolRefused(t *testing.T) {
 		args      []string
 		want      string
 	}{
-		{"yield", t.TempDir(), []string{"--yield"}, "--yield is not supported on the etcd queue"},
+		{"yield", t.TempDir(), []string{"--yield"}, "--yield works on the directory queue only"},
 		{"pool", poolQueueDir(t, 2), nil, "only the directory queue can hand out"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
