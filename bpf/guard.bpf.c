@@ -146,14 +146,26 @@ struct {
 	__type(value, __u8);
 } cgroups SEC(".maps");
 
-/* The inner map's shape is the lineage map's (LINEAGE_CAPACITY members of
- * struct member; its value is given by size, since BTF would carry a struct
- * reached only through the outer map's definition as a bare declaration). */
+/* member_shape is never used: a top-level map whose value is struct member
+ * makes clang emit that struct in full, which the inner map's definition
+ * below then refers to (there, alone, it would be a bare declaration). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct member);
+} member_shape SEC(".maps");
+
+/* The inner map's shape is the lineage map's (LINEAGE_CAPACITY members).
+ * Its value is a struct, as the lineage map's is: before 6.2 the kernel
+ * compares an inner map's timer_off with the template's, and that is
+ * -ENOENT for a struct value but -EINVAL for a byte array, so on 6.1 a
+ * lineage map would not go in (EINVAL) under a byte-array template. */
 struct lineage_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u8[sizeof(struct member)]);
+	__type(value, struct member);
 };
 
 /* LINEAGE_SLOTS is how many resources' holders can have their lineage in. */

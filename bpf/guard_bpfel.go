@@ -37,6 +37,14 @@ type guardExeKey struct {
 	Pad uint32
 }
 
+type guardMember struct {
+	_       structs.HostLayout
+	StartNs uint64
+	HoldId  uint64
+	Parent  uint32
+	Flags   uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -47,6 +55,7 @@ const (
 	guardMapHolders      = "holders"
 	guardMapLaunchers    = "launchers"
 	guardMapLineage      = "lineage"
+	guardMapMemberShape  = "member_shape"
 	guardMapRefused      = "refused"
 	guardMapReported     = "reported"
 	guardMapTgids        = "tgids"
@@ -104,16 +113,17 @@ type guardProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardMapSpecs struct {
-	Cgroups   *ebpf.MapSpec `ebpf:"cgroups"`
-	Denials   *ebpf.MapSpec `ebpf:"denials"`
-	Guarded   *ebpf.MapSpec `ebpf:"guarded"`
-	Holders   *ebpf.MapSpec `ebpf:"holders"`
-	Launchers *ebpf.MapSpec `ebpf:"launchers"`
-	Lineage   *ebpf.MapSpec `ebpf:"lineage"`
-	Refused   *ebpf.MapSpec `ebpf:"refused"`
-	Reported  *ebpf.MapSpec `ebpf:"reported"`
-	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
-	Uids      *ebpf.MapSpec `ebpf:"uids"`
+	Cgroups     *ebpf.MapSpec `ebpf:"cgroups"`
+	Denials     *ebpf.MapSpec `ebpf:"denials"`
+	Guarded     *ebpf.MapSpec `ebpf:"guarded"`
+	Holders     *ebpf.MapSpec `ebpf:"holders"`
+	Launchers   *ebpf.MapSpec `ebpf:"launchers"`
+	Lineage     *ebpf.MapSpec `ebpf:"lineage"`
+	MemberShape *ebpf.MapSpec `ebpf:"member_shape"`
+	Refused     *ebpf.MapSpec `ebpf:"refused"`
+	Reported    *ebpf.MapSpec `ebpf:"reported"`
+	Tgids       *ebpf.MapSpec `ebpf:"tgids"`
+	Uids        *ebpf.MapSpec `ebpf:"uids"`
 }
 
 // guardVariableSpecs contains global variables before they are loaded into the kernel.
@@ -143,16 +153,17 @@ func (o *guardObjects) Close() error {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardMaps struct {
-	Cgroups   *ebpf.Map `ebpf:"cgroups"`
-	Denials   *ebpf.Map `ebpf:"denials"`
-	Guarded   *ebpf.Map `ebpf:"guarded"`
-	Holders   *ebpf.Map `ebpf:"holders"`
-	Launchers *ebpf.Map `ebpf:"launchers"`
-	Lineage   *ebpf.Map `ebpf:"lineage"`
-	Refused   *ebpf.Map `ebpf:"refused"`
-	Reported  *ebpf.Map `ebpf:"reported"`
-	Tgids     *ebpf.Map `ebpf:"tgids"`
-	Uids      *ebpf.Map `ebpf:"uids"`
+	Cgroups     *ebpf.Map `ebpf:"cgroups"`
+	Denials     *ebpf.Map `ebpf:"denials"`
+	Guarded     *ebpf.Map `ebpf:"guarded"`
+	Holders     *ebpf.Map `ebpf:"holders"`
+	Launchers   *ebpf.Map `ebpf:"launchers"`
+	Lineage     *ebpf.Map `ebpf:"lineage"`
+	MemberShape *ebpf.Map `ebpf:"member_shape"`
+	Refused     *ebpf.Map `ebpf:"refused"`
+	Reported    *ebpf.Map `ebpf:"reported"`
+	Tgids       *ebpf.Map `ebpf:"tgids"`
+	Uids        *ebpf.Map `ebpf:"uids"`
 }
 
 func (m *guardMaps) Close() error {
@@ -163,6 +174,7 @@ func (m *guardMaps) Close() error {
 		m.Holders,
 		m.Launchers,
 		m.Lineage,
+		m.MemberShape,
 		m.Refused,
 		m.Reported,
 		m.Tgids,
