@@ -3,7 +3,9 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -72,35 +74,87 @@ func drawHostSize(r results, path string) (bool, error) {
 // checkNames names the device check's two ways in the legend.
 var checkNames = map[string]string{"kernel": "device check: the kernel's fd tables (BPF)", "proc": "device check: the /proc walk (fallback)"}
 
-// drawIdle: the device's idle time between two jobs, per chain, short
-// payloads and long first payloads side by side.
+// drawIdle: the device's idle time between two jobs, per chain: short
+// payloads, then long first payloads on the idle and on the busy host; a
+// dot at the median with a bar from min to max, on a log axis (flock's few
+// milliseconds beside a busy host's device check).
 func drawIdle(r results, path string) (bool, error) {
-	var groups []struct {
-		label string
-		ys    map[string]float64
-	}
-	if r.Handoff != nil && len(r.Handoff.Modes) > 0 {
-		ys := map[string]float64{}
-		for _, m := range r.Handoff.Modes {
-			ys[m.Mode] = m.IdleMS.Median
-		}
-		groups = append(groups, struct {
-			label string
-			ys    map[string]float64
-		}{"short payloads", ys})
-	}
-	if len(r.LongHandoff) > 0 {
-		ys := map[string]float64{}
-		for _, m := range r.LongHandoff {
-			ys[m.Mode] = m.IdleMS.Median
-		}
-		groups = append(groups, struct {
-			label string
-			ys    map[string]float64
-		}{"long first payload", ys})
-	}
+	groups, names := idleGroups(r)
 	if len(groups) == 0 {
 		return false, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Device idle between two jobs (median, min..max)"
+	p.Y.Label.Text = "payload end to next start, ms"
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, ticks125{}
+	step := 0.7 / float64(max(len(names), 1))
+	top := 0.0
+	for i, m := range names {
+		var pts spread
+		for j, g := range groups {
+			if d, ok := g.ys[m]; ok && d.Median > 0 {
+				pts = append(pts, spreadPoint{x: float64(j) - 0.35 + (float64(i)+0.5)*step, d: d})
+				top = max(top, d.Max)
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return false, err
+		}
+		sc.Color, sc.Shape = plotutil.Color(i), plotutil.Shape(i)
+		eb, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return false, err
+		}
+		eb.Color = plotutil.Color(i)
+		p.Add(sc, eb)
+		p.Legend.Add(m, sc)
+	}
+	labels := make([]string, len(groups))
+	for i, g := range groups {
+		labels[i] = g.label
+	}
+	p.NominalX(labels...)
+	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
+	p.Y.Max = top * 8 // room above the points for the legend
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(10)
+	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// idleGroup is one group of the idle figure: a chain's distribution by name.
+type idleGroup struct {
+	label string
+	ys    map[string]dist
+}
+
+// idleGroups are the idle figure's groups and the chains' names in them.
+func idleGroups(r results) ([]idleGroup, []string) {
+	var groups []idleGroup
+	if r.Handoff != nil && len(r.Handoff.Modes) > 0 {
+		g := idleGroup{"short payloads", map[string]dist{}}
+		for _, m := range r.Handoff.Modes {
+			g.ys[m.Mode] = m.IdleMS
+		}
+		groups = append(groups, g)
+	}
+	for _, host := range []string{"idle", "busy"} {
+		g := idleGroup{"long first payload, " + host + " host", map[string]dist{}}
+		for _, m := range r.LongHandoff {
+			if m.Host == host || (m.Host == "" && host == "idle") {
+				g.ys[m.Mode] = m.IdleMS
+				if m.Processes > 0 {
+					g.label = fmt.Sprintf("long first payload, busy host (%d processes)", m.Processes)
+				}
+			}
+		}
+		if len(g.ys) > 0 {
+			groups = append(groups, g)
+		}
 	}
 	modes := map[string]bool{}
 	for _, g := range groups {
@@ -108,33 +162,43 @@ func drawIdle(r results, path string) (bool, error) {
 			modes[m] = true
 		}
 	}
-	p := plot.New()
-	p.Title.Text = "Device idle between two jobs"
-	p.Y.Label.Text = "payload end to next payload start, ms (median)"
-	names := sortedKeys(modes)
-	w := vg.Points(18)
-	for i, m := range names {
-		vals := make(plotter.Values, len(groups))
-		for j, g := range groups {
-			vals[j] = g.ys[m]
+	return groups, sortedKeys(modes)
+}
+
+// ticks125 marks 1, 2 and 5 times each power of ten in range, labelled
+// in plain numbers.
+type ticks125 struct{}
+
+func (ticks125) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(min)); math.Pow(10, e) <= max; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * math.Pow(10, e); v >= min && v <= max {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+			}
 		}
-		bars, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return false, err
-		}
-		bars.Color = plotutil.Color(i)
-		bars.Offset = vg.Length(i-len(names)/2) * w
-		p.Add(bars)
-		p.Legend.Add(m, bars)
 	}
-	labels := make([]string, len(groups))
-	for i, g := range groups {
-		labels[i] = g.label
-	}
-	p.NominalX(labels...)
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs = vg.Points(40)
-	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
+	return ts
+}
+
+// spread is points with a median and a min..max, for a scatter and its
+// error bars.
+type spread []spreadPoint
+
+type spreadPoint struct {
+	x float64
+	d dist
+}
+
+func (s spread) Len() int                    { return len(s) }
+func (s spread) XY(i int) (float64, float64) { return s[i].x, s[i].d.Median }
+
+// YError is below and above the median: to min (kept above 0 for the log
+// axis) and to max.
+func (s spread) YError(i int) (float64, float64) {
+	d := s[i].d
+	lo := max(d.Min, d.Median/100)
+	return d.Median - lo, max(d.Max-d.Median, 0)
 }
 
 // addLines adds one line with points per key, in key order, x sorted.

@@ -33,7 +33,9 @@ type results struct {
 		} `json:"modes"`
 	} `json:"handoff"`
 	LongHandoff []struct {
-		Mode   string `json:"mode"`
-		IdleMS dist   `json:"idle_ms"`
+		Mode      string `json:"mode"`
+		Host      string `json:"host"` // idle or busy ("" before the busy rows: idle)
+		Processes int    `json:"host_processes"`
+		IdleMS    dist   `json:"idle_ms"`
 	} `json:"long_handoff"`
 }
