@@ -72,13 +72,13 @@ func (b *bench) longHandoffSection() error {
 // longHost runs every chain's pairs, interleaved, on the host as it is
 // (n unrelated processes on it).
 func (b *bench) longHost(n int, node string) error {
-	host := "idle"
+	host, reps := "idle", b.cfg.LongReps
 	if n > 0 {
-		host = "busy"
+		host, reps = "busy", b.cfg.LongBusyReps
 	}
 	chains := b.longChains()
 	idle := map[string][]float64{}
-	for rep := 0; rep < b.cfg.LongReps; rep++ {
+	for rep := 0; rep < reps; rep++ {
 		for _, c := range chains {
 			gap, err := b.longPair(c, node)
 			if err != nil {

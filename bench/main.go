@@ -59,6 +59,7 @@ type config struct {
 	BusyReps     int      `json:"busy_repeats"`
 	QueuedReps   int      `json:"queued_repeats"`
 	LongReps     int      `json:"long_handoff_repeats"`
+	LongBusyReps int      `json:"long_handoff_busy_repeats"` // fewer: every process on the host pays for the fillers meanwhile
 }
 
 // bench is one run's state.
@@ -137,7 +138,7 @@ func main() {
 		cfg.FootprintN = *fpN
 	}
 	if *reps > 0 {
-		cfg.SpawnReps, cfg.TurnReps, cfg.TeardownReps, cfg.TargetReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps, cfg.BusyReps, cfg.QueuedReps, cfg.LongReps = *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps
+		cfg.SpawnReps, cfg.TurnReps, cfg.TeardownReps, cfg.TargetReps, cfg.StormReps, cfg.ChainReps, cfg.E2EReps, cfg.BusyReps, cfg.QueuedReps, cfg.LongReps, cfg.LongBusyReps = *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps, *reps
 	}
 
 	b, err := newBench(cfg, *bin)
@@ -160,11 +161,11 @@ func defaults(quick bool) config {
 	if quick {
 		return config{Quick: true, SpawnSecs: 0.4, SpawnReps: 2, TurnReps: 1, Sizes: []int{10, 300}, Shapes: []string{"wide", "bushy"},
 			TeardownReps: 1, TargetReps: 1, StormCap: 200, StormReps: 1, Chain: 8, ChainReps: 1, E2EReps: 4, FootprintN: 1000,
-			BusySizes: []int{0, 500}, BusyReps: 2, QueuedReps: 1, LongReps: 2}
+			BusySizes: []int{0, 500}, BusyReps: 2, QueuedReps: 1, LongReps: 2, LongBusyReps: 2}
 	}
 	return config{SpawnSecs: 2.5, SpawnReps: 11, TurnReps: 3, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
 		TeardownReps: 3, TargetReps: 5, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000,
-		BusySizes: []int{0, 5000, 20000}, BusyReps: 5, QueuedReps: 3, LongReps: 5}
+		BusySizes: []int{0, 5000, 20000}, BusyReps: 5, QueuedReps: 3, LongReps: 5, LongBusyReps: 3}
 }
 
 func newBench(cfg config, bin string) (*bench, error) {

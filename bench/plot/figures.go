@@ -119,11 +119,12 @@ func drawIdle(r results, path string) (bool, error) {
 	}
 	p.NominalX(labels...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
-	p.Y.Max = top * 8 // room above the points for the legend
+	p.Y.Max = top * 2
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs = vg.Points(10)
-	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
+	// Bottom right: a busy host's chains all sit far above flock's idle host.
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(30), vg.Points(10)
+	return true, p.Save(10*vg.Inch, 5*vg.Inch, path)
 }
 
 // idleGroup is one group of the idle figure: a chain's distribution by name.
@@ -148,7 +149,7 @@ func idleGroups(r results) ([]idleGroup, []string) {
 			if m.Host == host || (m.Host == "" && host == "idle") {
 				g.ys[m.Mode] = m.IdleMS
 				if m.Processes > 0 {
-					g.label = fmt.Sprintf("long first payload, busy host (%d processes)", m.Processes)
+					g.label = fmt.Sprintf("long first payload, %d processes", m.Processes)
 				}
 			}
 		}
