@@ -16,6 +16,12 @@ func loadLineage(opts Options) (*bpf.Lineage, error) {
 	return bpf.Load(bpf.Options{HoldID: opts.HoldID, Seal: opts.Seal})
 }
 
+// SpareRoot is where the spares are pinned.
+const SpareRoot = bpf.SpareRoot
+
+// SpareCount is how many spares are there to take.
+func SpareCount() int { return bpf.SpareCount() }
+
 // SparesLow reports whether fewer spares than the stock are there.
 func SparesLow() bool { return bpf.SpareCount() < bpf.SpareStock }
 

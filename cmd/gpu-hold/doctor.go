@@ -220,7 +220,16 @@ func runDoctorChecks() doctorReport {
 		fsErr = fmt.Errorf("not mounted at %s; gpu-hold mounts it when it pins a lineage (as root)", tracker.BPFFS)
 	}
 	add("bpffs", fsErr, fsDetail)
+	add("bpf spares", nil, sparesDetail())
 	return rep
+}
+
+// sparesDetail says how many loaded eBPF lineages wait for the next holds.
+func sparesDetail() string {
+	if n := tracker.SpareCount(); n > 0 {
+		return fmt.Sprintf("%d ready in %s: a hold takes one instead of loading its programs", n, tracker.SpareRoot)
+	}
+	return "none yet: the next eBPF hold loads its own programs, then makes spares (" + tracker.SpareRoot + ")"
 }
 
 // kernelCheck is the kernel row: the release, whether it is at least the
