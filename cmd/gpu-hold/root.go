@@ -129,7 +129,7 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdHistory(g),
 		newCmdWait(g),
 	)
-	root.AddCommand(newCmdMan(root))
+	root.AddCommand(newCmdMan(root), newCmdMakeSpares())
 	setupCompletion(root, g)
 	return root
 }
