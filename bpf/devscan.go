@@ -1,7 +1,8 @@
 // devscan.go owns the kernel's side of the device-holder check:
 // devscan.bpf.c, an iter/task_file program that reports only the open files
 // whose inode is one of a set of device nodes, and FindDeviceFiles, which
-// loads it, runs it once and reads its records. One read of the iterator
+// loads it (or opens the host's pinned copy), runs it once and reads its
+// records. One read of the iterator
 // replaces a readdir of every /proc/PID/fd and a stat of every fd on the host.
 package bpf
 
@@ -51,9 +52,11 @@ func kernelDev(d Dev) uint32 { return d.Major<<20 | d.Minor&0xfffff }
 // a hold checks its devices at least twice (before its payload and after
 // its teardown), and the load is the costly part.
 type devscanObjs struct {
-	mu   sync.Mutex
-	objs *devscanObjects
-	err  error
+	mu       sync.Mutex
+	objs     *devscanObjects
+	shared   bool // the host's pinned copy (devscan_pin.go): targets are added, never cleared
+	noPinned bool // tests: load this process's own copy
+	err      error
 }
 
 var devscanLoaded devscanObjs
@@ -62,6 +65,10 @@ var devscanLoaded devscanObjs
 func (d *devscanObjs) load() (*devscanObjects, error) {
 	if d.objs != nil || d.err != nil {
 		return d.objs, d.err
+	}
+	if objs, err := openPinnedDevscan(); err == nil && !d.noPinned {
+		d.objs, d.shared = objs, true
+		return d.objs, nil
 	}
 	spec, err := loadDevscan()
 	if err != nil {
@@ -90,21 +97,33 @@ func FindDeviceFiles(devs []Dev) ([]DevFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	if devscanLoaded.shared {
+		if err := addTargets(objs.Targets, devs); err != nil {
+			return nil, err
+		}
+		files, err := runDevscan(objs.FindDeviceFiles)
+		return onlyDevs(files, devs), err
+	}
 	if err := setTargets(objs.Targets, devs); err != nil {
 		return nil, err
 	}
 	return runDevscan(objs.FindDeviceFiles)
 }
 
+// devKey is d as the targets map keys it.
+func devKey(d Dev) devscanDevKey {
+	k := devscanDevKey{Kind: devKindChar, Rdev: kernelDev(d)}
+	if d.Block {
+		k.Kind = devKindBlock
+	}
+	return k
+}
+
 // setTargets makes the targets map hold exactly devs.
 func setTargets(m *ebpf.Map, devs []Dev) error {
 	want := make(map[devscanDevKey]bool, len(devs))
 	for _, d := range devs {
-		k := devscanDevKey{Kind: devKindChar, Rdev: kernelDev(d)}
-		if d.Block {
-			k.Kind = devKindBlock
-		}
-		want[k] = true
+		want[devKey(d)] = true
 	}
 	var stale []devscanDevKey
 	var k devscanDevKey

@@ -175,8 +175,12 @@ func (l *Lineage) checkPristine() error {
 
 // removeSpareDir removes a spare's pins and its directory.
 func removeSpareDir(dir string) {
-	for _, name := range append(append([]string{}, pinMaps...), spareProgs...) {
-		os.Remove(filepath.Join(dir, name))
+	if d, err := os.Open(dir); err == nil {
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, name := range names {
+			os.Remove(filepath.Join(dir, name))
+		}
 	}
 	os.Remove(dir)
 }

@@ -57,6 +57,9 @@ func MakeSpares(stock int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := pinDevscan(); err != nil {
+		return 0, err
+	}
 	made := 0
 	for SpareCount() < stock {
 		if err := makeSpare(req, seal); err != nil {
@@ -120,7 +123,8 @@ func (l *Lineage) pinSpare(dir string) error {
 	return nil
 }
 
-// sweepSpares removes spares of other builds and working directories
+// sweepSpares removes spares and device scans of other builds, and working
+// directories
 // older than staleSpareWork. Called under the maker's lock.
 func sweepSpares() {
 	names, _ := spareNames()
@@ -132,7 +136,7 @@ func sweepSpares() {
 			}
 			continue
 		}
-		if !strings.HasPrefix(name, spareBuild()+"_") {
+		if !strings.HasPrefix(name, spareBuild()+"_") && dir != devscanPinDir() {
 			removeSpareDir(dir)
 		}
 	}

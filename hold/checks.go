@@ -1,7 +1,7 @@
-// checks.go owns the hold's side of the device-holder check (baseline at
-// the grant, scan after teardown, warn/wait/fail), of the memory floor and
-// of the metrics. The checks themselves are packages device, memfloor and
-// metrics.
+// checks.go owns the hold's side of the device-holder check (baseline beside
+// the payload's start, scan after teardown, warn/wait/fail), of the memory
+// floor and of the metrics. The checks themselves are packages device,
+// memfloor and metrics.
 package hold
 
 import (
@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/memfloor"
 	"github.com/gpu-hold/gpu-hold/metrics"
+	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/record"
 )
 
@@ -27,25 +28,54 @@ func devicePatterns(o *Options) ([]string, error) {
 	return device.Patterns(device.LookupResource(res, o.Resource), nil), nil
 }
 
-// deviceBaseline scans the holders present before the payload starts:
-// system daemons are not blamed on the payload.
-func (h *holdRun) deviceBaseline() device.Baseline {
+// baselineScan is the scan of the device holders present before the
+// payload (system daemons, monitoring agents are not blamed on it), made
+// while the payload starts: on a busy host it is the longest step between
+// two jobs, and nothing needs it before the teardown.
+type baselineScan struct {
+	done chan struct{}
+	hs   []device.Holder
+}
+
+// deviceBaseline starts the baseline scan.
+func (h *holdRun) deviceBaseline() *baselineScan {
+	b := &baselineScan{done: make(chan struct{})}
 	if len(h.devices) == 0 {
-		return device.Baseline{}
+		close(b.done)
+		return b
 	}
-	hs, err := device.ScanHolders(h.devices)
-	if err != nil {
-		h.o.Log.Warn().Err(err).Msg("cannot scan device holders before the payload; all holders found later are reported")
+	go func() {
+		defer close(b.done)
+		hs, err := device.ScanHolders(h.devices)
+		if err != nil {
+			h.o.Log.Warn().Err(err).Msg("cannot scan device holders before the payload; all holders found later are reported")
+		}
+		b.hs = hs
+	}()
+	return b
+}
+
+// before waits for the scan and keeps the holders that started before
+// root: a process of the payload's that the scan saw beside the start is
+// never taken for one that was there first.
+func (b *baselineScan) before(root proc.Ident) device.Baseline {
+	<-b.done
+	var first []device.Holder
+	for _, hs := range b.hs {
+		if hs.Start < root.Start {
+			first = append(first, hs)
+		}
 	}
-	return device.NewBaseline(hs)
+	return device.NewBaseline(first)
 }
 
 // checkDevices reports every process outside the baseline that still holds
 // the device after teardown, before the token is released.
-func (h *holdRun) checkDevices(ctx context.Context, baseline device.Baseline) {
+func (h *holdRun) checkDevices(ctx context.Context, scan *baselineScan, root proc.Ident) {
 	if len(h.devices) == 0 {
 		return
 	}
+	baseline := scan.before(root)
 	o, log := &h.o, h.o.Log
 	// Only --device-holders=wait waits for them to go; warn and fail look once.
 	bound := time.Duration(0)

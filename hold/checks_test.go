@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/metrics"
+	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/record"
 )
 
@@ -35,5 +37,21 @@ func TestMetricsKnowEveryCause(t *testing.T) {
 		if !strings.Contains(string(data), line) {
 			t.Errorf("cause %q is not written at 0 (no %s in the metrics)", c, line)
 		}
+	}
+}
+
+// The baseline scan runs beside the payload's start, so it may see the
+// payload's own processes: only holders started before the payload are a
+// baseline (a survivor of the payload's holding the device is reported).
+func TestBaselineKeepsOnlyEarlierHolders(t *testing.T) {
+	root := proc.Ident{PID: 500, Start: 1000}
+	daemon := device.Holder{Ident: proc.Ident{PID: 10, Start: 999}}
+	payload := device.Holder{Ident: root}
+	child := device.Holder{Ident: proc.Ident{PID: 501, Start: 1001}}
+	scan := &baselineScan{done: make(chan struct{}), hs: []device.Holder{daemon, payload, child}}
+	close(scan.done)
+	b := scan.before(root)
+	if !b.Contains(daemon.Ident) || b.Contains(payload.Ident) || b.Contains(child.Ident) {
+		t.Fatalf("baseline %v: want the daemon only", b)
 	}
 }
