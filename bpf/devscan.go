@@ -18,6 +18,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Dev is a device node's identity: its kind and the device number it
@@ -164,7 +165,7 @@ func runDevscan(prog *ebpf.Program) ([]DevFile, error) {
 		return nil, fmt.Errorf("opening the device-scan BPF iterator: %w", err)
 	}
 	defer rd.Close()
-	raw, err := io.ReadAll(rd)
+	raw, err := readIter(rd)
 	if err != nil {
 		return nil, fmt.Errorf("reading the device-scan BPF iterator: %w", err)
 	}
@@ -176,6 +177,27 @@ func runDevscan(prog *ebpf.Program) ([]DevFile, error) {
 		out = append(out, decodeDevMatch(raw[off:off+devMatchSize]))
 	}
 	return out, nil
+}
+
+// readIter reads an iterator to its end. A read that visits a million
+// objects without writing anything (a host with more open files than that,
+// none of them a target) returns EAGAIN, and the next read goes on from
+// where it stopped.
+func readIter(rd io.Reader) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := rd.Read(buf)
+		out = append(out, buf[:n]...)
+		switch {
+		case errors.Is(err, io.EOF) || err == nil && n == 0:
+			return out, nil
+		case errors.Is(err, unix.EAGAIN):
+			continue
+		case err != nil:
+			return out, err
+		}
+	}
 }
 
 // decodeDevMatch decodes one record (host byte order).

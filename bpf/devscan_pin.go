@@ -48,7 +48,7 @@ func openPinnedDevscan() (*devscanObjects, error) {
 }
 
 // pinDevscan loads the device scan and pins it for the host, unless it is
-// pinned already. Called under the maker's lock.
+// pinned already. SpareRoot must exist (openSpareRoot).
 func pinDevscan() error {
 	if DevscanPinned() {
 		return nil
@@ -73,6 +73,9 @@ func pinDevscan() error {
 	}
 	if err != nil {
 		removeSpareDir(work)
+		if DevscanPinned() {
+			return nil // another process pinned it first
+		}
 		return fmt.Errorf("pinning the shared device scan: %w", err)
 	}
 	return nil
