@@ -82,6 +82,7 @@ type Lineage struct {
 	maps   lineageMaps
 	progs  lineagePrograms
 	links  []link.Link
+	spare  bool // taken from the spares (TakeSpare), not loaded by this process
 }
 
 // validHoldID reports whether id is 1 to 200 of letters, digits, '.', '_'
@@ -218,6 +219,9 @@ func (l *Lineage) HoldID() string { return l.holdID }
 // SealMode is the seal Load compiled in; "" for a lineage opened from pins
 // (its dead holder chose, and the pins do not say).
 func (l *Lineage) SealMode() SealMode { return l.seal }
+
+// FromSpare reports whether the lineage was a spare another process loaded.
+func (l *Lineage) FromSpare() bool { return l.spare }
 
 // ErrClosed is returned by a Lineage's methods after Close.
 var ErrClosed = errors.New("the lineage BPF objects are closed")

@@ -132,7 +132,7 @@ func uniqueName() string {
 // openSpare opens a claimed spare's pins, and checks that nothing has ever
 // run in it.
 func openSpare(dir string, seal SealMode) (_ *Lineage, err error) {
-	l := &Lineage{seal: seal}
+	l := &Lineage{seal: seal, spare: true}
 	defer func() {
 		if err != nil {
 			l.Close()
