@@ -138,12 +138,8 @@ func openSpare(dir string, seal SealMode) (_ *Lineage, err error) {
 			l.Close()
 		}
 	}()
-	for _, name := range pinMaps {
-		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
-		if err != nil {
-			return nil, fmt.Errorf("opening spare map %s: %w", name, err)
-		}
-		l.setMap(name, m)
+	if err := l.openPinnedMaps(dir, "spare"); err != nil {
+		return nil, err
 	}
 	progs := []**ebpf.Program{&l.progs.OnExit, &l.progs.OnExec, &l.progs.OnFork}
 	for i, name := range spareProgs {
