@@ -123,6 +123,8 @@ uninstall:
 		$(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d/gpu-hold.fish \
 		$(DESTDIR)$(TMPFILESDIR)/gpu-hold.conf $(DESTDIR)$(SYSUSERSDIR)/gpu-hold.conf
 	for u in dist/systemd/*; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+	# The eBPF spares this build pinned, on a live system only.
+	[ -n "$(DESTDIR)" ] || rm -rf /sys/fs/bpf/gpu-hold-spare
 
 # The Debian package bin/gpu-hold_VERSION_ARCH.deb, built by nfpm (a Go
 # tool of its own module, packaging/, so the product's go.mod does not
