@@ -3,6 +3,10 @@
 # nothing else does: the generated BPF objects are committed.
 GO      ?= go
 BIN     := bin/gpu-hold
+# The fleet queue's build (-tags etcd): the one binary that links the etcd
+# client, whose package init would cost every hold milliseconds before
+# main. gpu-hold execs it, from its own directory, for an etcd queue.
+FLEET_BIN := bin/gpu-hold-fleet
 # A static binary: no dynamic loader and libc to map at every start (about
 # 1 ms of each hold's start-up), and it runs on any host's glibc. User and
 # group names then come from /etc/passwd and /etc/group only (an NSS-only
@@ -20,18 +24,28 @@ UNITDIR     ?= $(PREFIX)/lib/systemd/system
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
-.PHONY: build test test-kernels bench generate run clean man completions install uninstall deb
+.PHONY: build check-deps test test-kernels bench generate run clean man completions install uninstall deb
 
 # -buildvcs=auto: --version names the commit (a GOFLAGS=-buildvcs=false
 # in the environment would drop it), and a tree without git still builds.
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/gpu-hold
+	$(GO) build -buildvcs=auto -tags etcd -o $(FLEET_BIN) ./cmd/gpu-hold
+
+# gpu-hold must not link the etcd client (grpc, protobuf's runtime through
+# it, x/net/trace): each would be package init in every hold. .ci/run runs it.
+check-deps:
+	@bad=$$($(GO) list -deps ./cmd/gpu-hold | grep -E '^(go\.etcd\.io|google\.golang\.org/grpc|google\.golang\.org/genproto|golang\.org/x/net/trace|go\.uber\.org/zap)' || true); \
+	if [ -n "$$bad" ]; then echo "check-deps: gpu-hold (built without -tags etcd) links what only gpu-hold-fleet may:" $$bad "(import queue/etcdq only from cmd/gpu-hold/fleet_etcd.go)" >&2; exit 1; fi
+	@$(GO) list -tags etcd -deps ./cmd/gpu-hold | grep -q '^go\.etcd\.io/etcd/client/v3$$' || { echo "check-deps: gpu-hold-fleet (-tags etcd) does not link the etcd client" >&2; exit 1; }
 
 # The test command (README, .ci/run). As root it really loads the eBPF
 # tracker; with GPU_HOLD_REQUIRE_BPF=1 (set by .ci/run) a host that cannot
 # load it fails the eBPF tests instead of skipping them.
 test:
 	$(GO) vet ./...
+	$(GO) vet -tags etcd ./cmd/...
+	$(GO) test -count=1 -tags etcd ./cmd/...
 	$(GO) test -count=1 -parallel 8 -timeout 15m ./...
 
 # The eBPF tests on each kernel of the matrix (issue #22), one line per
@@ -82,6 +96,7 @@ completions: build
 # (no DESTDIR), it also creates the group and the directory.
 install: man completions
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/gpu-hold
+	install -D -m 0755 $(FLEET_BIN) $(DESTDIR)$(BINDIR)/gpu-hold-fleet
 	install -D -m 0644 bin/gpu-hold.1 $(DESTDIR)$(MANDIR)/man1/gpu-hold.1
 	install -D -m 0644 bin/gpu-hold.bash $(DESTDIR)$(SHAREDIR)/bash-completion/completions/gpu-hold
 	install -D -m 0644 bin/_gpu-hold $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions/_gpu-hold
@@ -102,12 +117,14 @@ install: man completions
 # Removes what install put (not the fleet directory nor its group: they
 # hold other users' records).
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/gpu-hold $(DESTDIR)$(MANDIR)/man1/gpu-hold.1 \
+	rm -f $(DESTDIR)$(BINDIR)/gpu-hold $(DESTDIR)$(BINDIR)/gpu-hold-fleet $(DESTDIR)$(MANDIR)/man1/gpu-hold.1 \
 		$(DESTDIR)$(SHAREDIR)/bash-completion/completions/gpu-hold \
 		$(DESTDIR)$(SHAREDIR)/zsh/vendor-completions/_gpu-hold \
 		$(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d/gpu-hold.fish \
 		$(DESTDIR)$(TMPFILESDIR)/gpu-hold.conf $(DESTDIR)$(SYSUSERSDIR)/gpu-hold.conf
 	for u in dist/systemd/*; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+	# The eBPF spares this build pinned, on a live system only.
+	[ -n "$(DESTDIR)" ] || rm -rf /sys/fs/bpf/gpu-hold-spare
 
 # The Debian package bin/gpu-hold_VERSION_ARCH.deb, built by nfpm (a Go
 # tool of its own module, packaging/, so the product's go.mod does not

@@ -5,6 +5,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
 )
@@ -15,6 +17,11 @@ const fleetWaiters = 100
 // fleetHandoff measures the etcd chain and the 100-waiter chains on the
 // procfs backend (the tracker is not what they compare).
 func (b *bench) fleetHandoff() ([]HandoffMode, error) {
+	// gpu-hold execs gpu-hold-fleet for an etcd queue, so the rows
+	// measure that exec too, as every fleet hold pays it.
+	if fleet := filepath.Join(filepath.Dir(b.bin), "gpu-hold-fleet"); !isFile(fleet) {
+		return nil, fmt.Errorf("the fleet rows need %s beside %s: build both with make build", fleet, b.bin)
+	}
 	s, err := etcdtest.StartIn(b.path("etcd-data"))
 	if err != nil {
 		return nil, fmt.Errorf("etcd for the fleet rows: %v", err)
@@ -51,4 +58,9 @@ func (b *bench) fleetHandoff() ([]HandoffMode, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -342,8 +342,16 @@ func (b *bench) markdown() string {
 			p("| `%s` | %s | %s | %s | %s | %s | %s | %s |", em.Cmd, cell(em.WallMS, Num(nan)), num3(float64(em.Ratio)), su, q, l, rl, ex)
 		}
 		p("")
-		p("BPF program load cost: %s ms at launch (bpf launch median minus proc launch median) and %s ms at startup (backend choice before queueing: bpf startup minus proc startup); bpf wall minus proc wall: %s ms.",
+		p("eBPF tracker cost: %s ms at launch (bpf launch median minus proc launch median: a spare taken, or the programs loaded when none is there) and %s ms at startup (backend choice before queueing: bpf startup minus proc startup); bpf wall minus proc wall: %s ms.",
 			num(float64(e.BPFLoadMS)), num(float64(e.BPFProbeMS)), num(float64(e.BPFExtraMS)))
+		if l := e.BPFLoad; l != nil && l.Err == "" {
+			p("")
+			p("Load and attach on their own (in the bench process, %d each, alternating): the programs loaded and attached by a process that has not read the kernel's BTF %s ms; by one that has %s ms; a spare taken and attached %s ms.",
+				l.TakeMS.N, num(float64(l.FirstLoadMS)), cell(l.LoadMS, Num(nan)), cell(l.TakeMS, Num(nan)))
+		} else if l != nil {
+			p("")
+			p("Load and attach on their own: not measured (%s).", l.Err)
+		}
 	}
 
 	if len(r.Footprint) > 0 {

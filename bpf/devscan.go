@@ -1,7 +1,8 @@
 // devscan.go owns the kernel's side of the device-holder check:
 // devscan.bpf.c, an iter/task_file program that reports only the open files
 // whose inode is one of a set of device nodes, and FindDeviceFiles, which
-// loads it, runs it once and reads its records. One read of the iterator
+// loads it (or opens the host's pinned copy), runs it once and reads its
+// records. One read of the iterator
 // replaces a readdir of every /proc/PID/fd and a stat of every fd on the host.
 package bpf
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Dev is a device node's identity: its kind and the device number it
@@ -51,9 +53,11 @@ func kernelDev(d Dev) uint32 { return d.Major<<20 | d.Minor&0xfffff }
 // a hold checks its devices at least twice (before its payload and after
 // its teardown), and the load is the costly part.
 type devscanObjs struct {
-	mu   sync.Mutex
-	objs *devscanObjects
-	err  error
+	mu       sync.Mutex
+	objs     *devscanObjects
+	shared   bool // the host's pinned copy (devscan_pin.go): targets are added, never cleared
+	noPinned bool // tests: load this process's own copy
+	err      error
 }
 
 var devscanLoaded devscanObjs
@@ -62,6 +66,10 @@ var devscanLoaded devscanObjs
 func (d *devscanObjs) load() (*devscanObjects, error) {
 	if d.objs != nil || d.err != nil {
 		return d.objs, d.err
+	}
+	if objs, err := openPinnedDevscan(); err == nil && !d.noPinned {
+		d.objs, d.shared = objs, true
+		return d.objs, nil
 	}
 	spec, err := loadDevscan()
 	if err != nil {
@@ -90,21 +98,33 @@ func FindDeviceFiles(devs []Dev) ([]DevFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	if devscanLoaded.shared {
+		if err := addTargets(objs.Targets, devs); err != nil {
+			return nil, err
+		}
+		files, err := runDevscan(objs.FindDeviceFiles)
+		return onlyDevs(files, devs), err
+	}
 	if err := setTargets(objs.Targets, devs); err != nil {
 		return nil, err
 	}
 	return runDevscan(objs.FindDeviceFiles)
 }
 
+// devKey is d as the targets map keys it.
+func devKey(d Dev) devscanDevKey {
+	k := devscanDevKey{Kind: devKindChar, Rdev: kernelDev(d)}
+	if d.Block {
+		k.Kind = devKindBlock
+	}
+	return k
+}
+
 // setTargets makes the targets map hold exactly devs.
 func setTargets(m *ebpf.Map, devs []Dev) error {
 	want := make(map[devscanDevKey]bool, len(devs))
 	for _, d := range devs {
-		k := devscanDevKey{Kind: devKindChar, Rdev: kernelDev(d)}
-		if d.Block {
-			k.Kind = devKindBlock
-		}
-		want[k] = true
+		want[devKey(d)] = true
 	}
 	var stale []devscanDevKey
 	var k devscanDevKey
@@ -145,7 +165,7 @@ func runDevscan(prog *ebpf.Program) ([]DevFile, error) {
 		return nil, fmt.Errorf("opening the device-scan BPF iterator: %w", err)
 	}
 	defer rd.Close()
-	raw, err := io.ReadAll(rd)
+	raw, err := readIter(rd)
 	if err != nil {
 		return nil, fmt.Errorf("reading the device-scan BPF iterator: %w", err)
 	}
@@ -157,6 +177,27 @@ func runDevscan(prog *ebpf.Program) ([]DevFile, error) {
 		out = append(out, decodeDevMatch(raw[off:off+devMatchSize]))
 	}
 	return out, nil
+}
+
+// readIter reads an iterator to its end. A read that visits a million
+// objects without writing anything (a host with more open files than that,
+// none of them a target) returns EAGAIN, and the next read goes on from
+// where it stopped.
+func readIter(rd io.Reader) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := rd.Read(buf)
+		out = append(out, buf[:n]...)
+		switch {
+		case errors.Is(err, io.EOF) || err == nil && n == 0:
+			return out, nil
+		case errors.Is(err, unix.EAGAIN):
+			continue
+		case err != nil:
+			return out, err
+		}
+	}
 }
 
 // decodeDevMatch decodes one record (host byte order).

@@ -16,7 +16,36 @@ import (
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
+// TestFindDeviceFilesFindsFakeNodeHolder runs once with this process's own
+// copy of the iterator and once with the host's shared, pinned one, whose
+// targets map keeps every device asked for before.
 func TestFindDeviceFilesFindsFakeNodeHolder(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own", true: "shared"}[shared], func(t *testing.T) {
+			if shared {
+				root, err := openSpareRoot()
+				if err == nil {
+					root.Close()
+					err = pinDevscan()
+				}
+				testenv.NeedBPF(t, err)
+			}
+			devscanLoaded.mu.Lock()
+			if devscanLoaded.objs != nil {
+				devscanLoaded.objs.Close()
+			}
+			devscanLoaded.objs, devscanLoaded.err = nil, nil
+			devscanLoaded.shared, devscanLoaded.noPinned = false, !shared
+			devscanLoaded.mu.Unlock()
+			findFakeNodeHolder(t)
+			if devscanLoaded.shared != shared {
+				t.Fatalf("the scan used the shared copy: %v, want %v", devscanLoaded.shared, shared)
+			}
+		})
+	}
+}
+
+func findFakeNodeHolder(t *testing.T) {
 	node := filepath.Join(t.TempDir(), "fakegpu0")
 	f, major := plant.FakeDevice(t, node, 7)
 	defer f.Close()

@@ -82,6 +82,7 @@ type Lineage struct {
 	maps   lineageMaps
 	progs  lineagePrograms
 	links  []link.Link
+	spare  bool // taken from the spares (TakeSpare), not loaded by this process
 }
 
 // validHoldID reports whether id is 1 to 200 of letters, digits, '.', '_'
@@ -109,22 +110,36 @@ func HashHoldID(holdID string) uint64 {
 // Load loads a fresh copy of the programs and maps for one hold and attaches
 // the programs. It tracks nothing until SetLauncher names the process that
 // forks the payload.
-func Load(opts Options) (_ *Lineage, err error) {
+func Load(opts Options) (*Lineage, error) {
 	if opts.HoldID != "" && !validHoldID(opts.HoldID) {
 		return nil, fmt.Errorf("hold id %q: use letters, digits, '.', '_' and '-' only", opts.HoldID)
 	}
+	seal, err := sealFor(opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := loadObjects(seal, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.begin(opts.HoldID)
+}
+
+// sealFor is the seal opts asks for, else the host's.
+func sealFor(opts Options) (SealMode, error) {
+	if opts.Seal != "" {
+		return opts.Seal, nil
+	}
+	c, err := HostSeal()
+	return c.Mode, err
+}
+
+// loadObjects loads the programs and maps of seal's copy, unattached and
+// unconfigured: what a spare holds.
+func loadObjects(seal SealMode, opts Options) (*Lineage, error) {
 	// BPF memory is charged to the memory cgroup (Linux 5.11+), not
 	// RLIMIT_MEMLOCK: no rlimit to raise (the README states the floor).
-	seal := opts.Seal
-	if seal == "" {
-		c, err := HostSeal()
-		if err != nil {
-			return nil, err
-		}
-		seal = c.Mode
-	}
-
-	// Load the embedded object: CO-RE relocates it against this kernel's BTF.
+	// The embedded object is CO-RE relocated against this kernel's BTF.
 	spec, err := specFor(seal)
 	if err != nil {
 		return nil, err
@@ -143,7 +158,13 @@ func Load(opts Options) (_ *Lineage, err error) {
 	if err := spec.LoadAndAssign(&objs, loadOptions()); err != nil {
 		return nil, loadError(err)
 	}
-	l := &Lineage{holdID: opts.HoldID, id: HashHoldID(opts.HoldID), seal: seal, maps: objs.lineageMaps, progs: objs.lineagePrograms}
+	return &Lineage{seal: seal, maps: objs.lineageMaps, progs: objs.lineagePrograms}, nil
+}
+
+// begin names the hold in the config map and attaches the programs; on
+// failure the lineage is closed.
+func (l *Lineage) begin(holdID string) (_ *Lineage, err error) {
+	l.holdID, l.id = holdID, HashHoldID(holdID)
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -152,7 +173,6 @@ func Load(opts Options) (_ *Lineage, err error) {
 	if err := l.writeConfig(lineageHoldConfig{HoldId: l.id}); err != nil {
 		return nil, err
 	}
-
 	// Attach exit and exec before fork, so that no member is admitted
 	// whose exit could go unseen.
 	for _, p := range []struct {
@@ -199,6 +219,9 @@ func (l *Lineage) HoldID() string { return l.holdID }
 // SealMode is the seal Load compiled in; "" for a lineage opened from pins
 // (its dead holder chose, and the pins do not say).
 func (l *Lineage) SealMode() SealMode { return l.seal }
+
+// FromSpare reports whether the lineage was a spare another process loaded.
+func (l *Lineage) FromSpare() bool { return l.spare }
 
 // ErrClosed is returned by a Lineage's methods after Close.
 var ErrClosed = errors.New("the lineage BPF objects are closed")

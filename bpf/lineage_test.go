@@ -178,11 +178,19 @@ func TestBurstWakesReader(t *testing.T) {
 // the payload reaped when the test ends.
 func launchMarked(t *testing.T, opts Options, script string) (*Lineage, *Reader, *exec.Cmd) {
 	t.Helper()
+	l, err := Load(opts)
+	testenv.NeedBPF(t, err)
+	rd, cmd := launchMarkedIn(t, l, script)
+	return l, rd, cmd
+}
+
+// launchMarkedIn is launchMarked on a lineage already loaded (or taken); it
+// closes l when the test ends.
+func launchMarkedIn(t *testing.T, l *Lineage, script string) (*Reader, *exec.Cmd) {
+	t.Helper()
 	var b [8]byte
 	rand.Read(b[:])
 	mark := "gpuholdtest-" + hex.EncodeToString(b[:])
-	l, err := Load(opts)
-	testenv.NeedBPF(t, err)
 	t.Cleanup(func() { l.Close() })
 	rd, err := l.NewReader()
 	if err != nil {
@@ -206,5 +214,5 @@ func launchMarked(t *testing.T, opts Options, script string) (*Lineage, *Reader,
 	if err := l.SetLauncher(0, 0); err != nil {
 		t.Fatal(err)
 	}
-	return l, rd, cmd
+	return rd, cmd
 }

@@ -128,12 +128,8 @@ func OpenPinned(holdID string) (_ *Lineage, err error) {
 			l.Close()
 		}
 	}()
-	for _, name := range pinMaps {
-		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
-		if err != nil {
-			return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
-		}
-		l.setMap(name, m)
+	if err := l.openPinnedMaps(dir, "pinned"); err != nil {
+		return nil, err
 	}
 	for _, name := range pinLinks {
 		lk, err := link.LoadPinnedLink(filepath.Join(dir, name), nil)
@@ -143,6 +139,19 @@ func OpenPinned(holdID string) (_ *Lineage, err error) {
 		l.links = append(l.links, lk)
 	}
 	return l, nil
+}
+
+// openPinnedMaps opens the lineage's maps pinned in dir (what: "pinned" or
+// "spare", for the error).
+func (l *Lineage) openPinnedMaps(dir, what string) error {
+	for _, name := range pinMaps {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			return fmt.Errorf("opening %s map %s: %w", what, name, err)
+		}
+		l.setMap(name, m)
+	}
+	return nil
 }
 
 // Unpin removes the pins and the directory. The objects are freed when the

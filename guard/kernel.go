@@ -50,6 +50,7 @@ type kernel struct {
 	in      int // inotify on the resource dirs; -1: none
 	watched map[string]bool
 	holders map[uint32]uint64  // the last set, for the log
+	noSlot  map[string]bool    // holds whose lineage the filter refused, logged once
 	stop    context.CancelFunc // ends followQueues
 	done    chan struct{}      // closed when followQueues returned
 	// launchers is the gpu-hold executable (the guard's own): a hold's
@@ -129,8 +130,16 @@ func (g *Guard) refreshKernel() {
 		set.close() // the filter opens the pins itself
 		for _, ln := range set {
 			holders[uint32(ln.holder.PID)] = ln.holder.Start
-			if slot < bpf.LineageSlots && k.dg.SetLineage(slot, ln.holdID) == nil {
-				slot++
+			if slot < bpf.LineageSlots {
+				if err := k.dg.SetLineage(slot, ln.holdID); err == nil {
+					slot++
+				} else if !k.noSlot[ln.holdID] {
+					if k.noSlot == nil {
+						k.noSlot = map[string]bool{}
+					}
+					k.noSlot[ln.holdID] = true
+					g.o.Log.Warn().Err(err).Str("hold", ln.holdID).Msg("cannot give the device filter this hold's lineage: its members are let through only below the holder or in its cgroup")
+				}
 			}
 			if ln.cgroup != "" {
 				if fi, err := os.Stat(filepath.Join(k.mount, ln.cgroup)); err == nil {

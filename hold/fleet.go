@@ -1,6 +1,7 @@
-// fleet.go owns the queue backend's choice (the directory, or etcd when
-// --queue names it), for holds and reaps, the host name a ticket carries,
-// and what a failed first contact with etcd means for the exit code.
+// fleet.go owns the queue backend's choice (the directory, or the fleet
+// queue on etcd when --queue names it), for holds and reaps, the host name
+// a ticket carries, and what a failed first contact with etcd means for
+// the exit code.
 package hold
 
 import (
@@ -9,10 +10,23 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
+
+// Fleet is the queue on etcd that a hold or reap uses instead of the
+// directory. cmd makes it in gpu-hold-fleet, the one binary that links
+// the etcd client, so hold knows only how to open it and what the record
+// says of it.
+type Fleet struct {
+	// Open opens resource's queue; warn takes the backend's warnings.
+	Open func(resource string, warn func(string)) (queue.Queue, error)
+	Name string        // the queue's address, for the record
+	TTL  time.Duration // the lease's TTL, for the record
+}
+
+func (f *Fleet) String() string { return f.Name }
 
 // HostEnv overrides the host name tickets carry (tests simulate hosts).
 const HostEnv = "GPU_HOLD_HOSTNAME"
@@ -42,9 +56,7 @@ func (h *holdRun) openQueue() (queue.Queue, error) {
 	if c, ok := dq.(interface{ Close() error }); ok {
 		c.Close()
 	}
-	cfg := *o.Etcd
-	cfg.Host = TicketHost()
-	return etcdq.Open(cfg, o.Resource, warn)
+	return o.Etcd.Open(o.Resource, warn)
 }
 
 // openReapQueue opens res's queue for a reap: etcd when o.Etcd is set.
@@ -52,15 +64,13 @@ func openReapQueue(o ReapOptions, res string) (queue.Queue, error) {
 	if o.Etcd == nil {
 		return queue.OpenDir(o.Dir, res, queue.DirOptions{Warn: func(msg string) { o.Log.Warn().Msg(msg) }})
 	}
-	cfg := *o.Etcd
-	cfg.Host = TicketHost()
-	return etcdq.Open(cfg, res, func(msg string) { o.Log.Warn().Msg(msg) })
+	return o.Etcd.Open(res, func(msg string) { o.Log.Warn().Msg(msg) })
 }
 
 // enqueueOn takes the ticket on q; etcd's first contact is bounded by -w
 // too.
 func (h *holdRun) enqueueOn(ctx context.Context, q queue.Queue, t queue.Ticket) (queue.Waiter, error) {
-	eq, ok := q.(*etcdq.Queue)
+	eq, ok := q.(queue.CtxEnqueuer)
 	if !ok {
 		return q.Enqueue(t)
 	}
@@ -75,7 +85,7 @@ func (h *holdRun) enqueueOn(ctx context.Context, q queue.Queue, t queue.Ticket) 
 // enqueueFailed maps a failed Enqueue to the hold's error: etcd
 // unreachable is the queue's failure (75); anything else gpu-hold's own.
 func enqueueFailed(err error) error {
-	if errors.Is(err, etcdq.ErrUnreachable) {
+	if errors.Is(err, queue.ErrUnreachable) {
 		return &Error{Code: ExitQueue, Err: fmt.Errorf("%v; nothing was queued", err)}
 	}
 	return &Error{Code: ExitUsage, Err: err}

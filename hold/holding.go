@@ -38,6 +38,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		return h.res, err
 	}
 	defer p.reap()
+	h.restockSpares(tr)
 	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
 	cut := make(chan struct{})
@@ -134,7 +135,11 @@ func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 	}
 	p := &running{cmd: cmd, root: root, start: time.Now(), exited: make(chan payloadExit, 1)}
 	h.rec.started(root, cgroupPath(h.cg), p.start)
-	log.Info().Int("pid", root.PID).Str("backend", tr.Backend()).Str("seal", h.res.Seal).Bool("cgroup", h.cg != nil).Strs("cmd", o.Cmd).Msg("payload started")
+	ev := log.Info().Int("pid", root.PID).Str("backend", tr.Backend()).Str("seal", h.res.Seal)
+	if progs := tracker.Programs(tr); progs != "" {
+		ev = ev.Str("bpf_programs", progs) // a spare taken, or loaded by this hold
+	}
+	ev.Bool("cgroup", h.cg != nil).Strs("cmd", o.Cmd).Msg("payload started")
 	go func() {
 		ex, err := waitNoReap(cmd.Process.Pid)
 		if err != nil {

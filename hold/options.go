@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/device"
-	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
 
 // Options configure one hold.
@@ -37,7 +36,7 @@ type Options struct {
 	DeviceWait    time.Duration // bound for --device-holders=wait
 	MemFloor      uint64        // bytes; 0 = none
 	MetricsDir    string
-	Etcd          *etcdq.Config // the fleet queue (nil: the directory)
+	Etcd          *Fleet        // the fleet queue (nil: the directory)
 	LostGrace     time.Duration // teardown grace after a lost lease
 
 	Yield   bool // give the token up to any ticket that does not yield (yield.go)

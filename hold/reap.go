@@ -19,7 +19,6 @@ import (
 	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/teardown"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -160,7 +159,7 @@ type ReapOptions struct {
 	All                 bool // every resource of Dir
 	Grace, SurvivorWait time.Duration
 	Log                 zerolog.Logger
-	Etcd                *etcdq.Config // the fleet queue (nil: the directory)
+	Etcd                *Fleet // the fleet queue (nil: the directory)
 }
 
 // Reap ends the lineage of a resource's dead holders (of every resource's,

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gpu-hold/gpu-hold/device"
-	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
 
 func TestYieldUsable(t *testing.T) {
@@ -20,7 +19,7 @@ func TestYieldUsable(t *testing.T) {
 		{"single token", holdRun{o: Options{Yield: true, Resource: "gpu"}}, ""},
 		{"not yielding on a pool", holdRun{o: Options{Resource: "gpu"}, pool: poolHold{pool: pool}}, ""},
 		{"pool", holdRun{o: Options{Yield: true, Resource: "gpu"}, pool: poolHold{pool: pool}}, "-r gpu.d0"},
-		{"etcd", holdRun{o: Options{Yield: true, Resource: "gpu", Etcd: &etcdq.Config{}}}, "directory queue only"},
+		{"etcd", holdRun{o: Options{Yield: true, Resource: "gpu", Etcd: &Fleet{}}}, "directory queue only"},
 	} {
 		err := c.h.yieldUsable()
 		if c.mention == "" && err != nil || c.mention != "" && (err == nil || !strings.Contains(err.Error(), c.mention)) {

@@ -110,6 +110,12 @@ type Fenced interface {
 	Fence() int64
 }
 
+// CtxEnqueuer is a Queue whose Enqueue waits on a server: EnqueueCtx is
+// Enqueue bounded by ctx as well (the -w allowance).
+type CtxEnqueuer interface {
+	EnqueueCtx(ctx context.Context, t Ticket) (Waiter, error)
+}
+
 // LostInfo says when the holder knew the token was lost, and why.
 type LostInfo struct {
 	At     time.Time
@@ -143,6 +149,9 @@ var (
 	ErrNotOwner = errors.New("ticket belongs to another user")
 	// ErrNoTicket: no such ticket.
 	ErrNoTicket = errors.New("no such ticket")
+	// ErrUnreachable: a queue on a server (etcd) did not answer within its
+	// connect bound; nothing was queued.
+	ErrUnreachable = errors.New("etcd is unreachable")
 )
 
 // WaitTimeout is returned when the -w allowance ran out.

@@ -386,16 +386,30 @@ func (td *Teardown) killCgroup(r *run, killStart time.Time) {
 	// 10,000 dying processes twice costs the kernel's time.
 	empty := td.Cgroup.WaitEmpty(min(emptyWait, td.SurvivorWait-time.Since(killStart)))
 	groupKilled := td.killGroup()
-	if empty && groupKilled && td.noneAlive() {
+	if empty && groupKilled && td.noneAlive() && r.live != nil {
 		// The cgroup is empty, the kernel resolved the group's
 		// members for the KILL, and the tracker's kernel account
-		// says no lineage member lives outside both: nothing
-		// in the union is left to find, so no walk of /proc.
-		r.live = map[proc.Ident]proc.Stat{}
+		// says no lineage member lives outside both: no walk of
+		// /proc. What an earlier walk saw outside the cgroup (a
+		// process that joined the payload's group) dies of the
+		// group's KILL a moment later, and is waited for.
+		r.live = stillAlive(r.live)
 	} else {
 		r.live = td.targets() // what is left is outside the cgroup
 	}
 	td.markKilled(r)
+}
+
+// stillAlive keeps the members of live that are still alive, read again
+// by pid and start time.
+func stillAlive(live map[proc.Ident]proc.Stat) map[proc.Ident]proc.Stat {
+	out := make(map[proc.Ident]proc.Stat)
+	for id := range live {
+		if st, err := proc.ReadStat(id.PID); err == nil && st.Start == id.Start && !st.Dead() {
+			out[id] = st
+		}
+	}
+	return out
 }
 
 // markKilled counts and notes as KILLed every live member not KILLed yet.

@@ -4,12 +4,15 @@
 // directories, and marking every process a test starts so that the test only
 // ever looks at, and signals, its own processes.
 //
-// The binary is built with `go build` into a temporary directory, unless
+// The binaries (gpu-hold, and gpu-hold-fleet beside it, built with -tags
+// etcd) are built with `go build` into a temporary directory, unless
 // GPU_HOLD_TEST_BIN names a gpu-hold binary built beforehand: then that one
 // is run and no Go toolchain is needed (.ci/test-kernels runs this package's
 // compiled tests in a qemu guest that has none). The binary must be one
-// built from this tree, and its directory must be searchable by every user:
-// the multi-user tests run it as other uids.
+// built from this tree, with gpu-hold-fleet beside it for the etcd tests,
+// and its directory must be searchable by every user: the multi-user tests
+// run it as other uids. The tests always run gpu-hold: an etcd queue goes
+// through its exec into gpu-hold-fleet, as in production.
 package test
 
 import (
@@ -69,11 +72,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "gpu-hold")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/gpu-hold")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building gpu-hold:", err)
-		os.Exit(1)
+	for _, b := range [][]string{{"-o", bin}, {"-tags", "etcd", "-o", filepath.Join(dir, "gpu-hold-fleet")}} {
+		build := exec.Command("go", append(append([]string{"build"}, b...), "../cmd/gpu-hold")...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", b[len(b)-1]+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	etcdtest.Cleanup()

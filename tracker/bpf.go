@@ -1,6 +1,6 @@
-// bpf.go owns the eBPF backend: each hold loads its own copy of the lineage
-// programs (package bpf), names itself the launcher so that the payload is a
-// member from its fork on, reads the kernel's lineage map for Live, and turns
+// bpf.go owns the eBPF backend: each hold loads (or takes a spare of) its
+// own copy of the lineage programs (package bpf), names itself the launcher
+// so that the payload is a member from its fork on, reads the kernel's lineage map for Live, and turns
 // the ring buffer's events into lineage events for the record.
 package tracker
 
@@ -53,7 +53,7 @@ func newBPFTracker(opts Options) (Tracker, error) {
 		return nil, &ProbeError{Backend: BackendBPF, Reason: err.Error()}
 	}
 	primeGoPidfdCheck()
-	l, err := bpf.Load(bpf.Options{HoldID: opts.HoldID, Seal: opts.Seal})
+	l, err := loadLineage(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -37,8 +37,9 @@ var devscanAllowed = sync.OnceValue(func() error {
 })
 
 // walkCheaperBelow is the host's task count under which a process that
-// has not read the kernel's BTF walks /proc instead: reading the BTF costs
-// more than walking a host of a few hundred processes.
+// has not read the kernel's BTF, and finds no pinned device scan to open,
+// walks /proc instead: reading the BTF costs more than walking a host of a
+// few hundred processes.
 const walkCheaperBelow = 300
 
 // errSmallHost is FindDevicePIDs' answer on a host small enough to walk.
@@ -51,7 +52,7 @@ func FindDevicePIDs(devs []Dev) ([]int, error) {
 	if err := devscanAllowed(); err != nil {
 		return nil, err
 	}
-	if !bpf.KernelBTFRead() && hostTasks() < walkCheaperBelow {
+	if !bpf.KernelBTFRead() && !bpf.DevscanPinned() && hostTasks() < walkCheaperBelow {
 		return nil, errSmallHost
 	}
 	return KernelDevicePIDs(devs)

@@ -51,6 +51,9 @@ type doctorReport struct {
 	Resources []doctorResource `json:"resources"`
 	// QueueDir is the check of the queue directory's ownership and modes.
 	QueueDir hold.DirReport `json:"queue_dir"`
+	// FleetQueue says where the etcd backend is: built in, or
+	// gpu-hold-fleet beside gpu-hold (or why that is not usable).
+	FleetQueue string `json:"fleet_queue"`
 }
 
 // doctorResource is one resource's device nodes and their holders.
@@ -71,6 +74,7 @@ func newCmdDoctor(g *globalOpts) *cobra.Command {
 		dir, _ := hold.FindDir(g.Dir) // a dir it cannot use is reported by CheckQueueDir
 		rep.Resources = doctorResources(dir)
 		rep.QueueDir = hold.CheckQueueDir(dir, wantedDirs(g.Resource, rep.Resources))
+		rep.FleetQueue = fleet.about()
 		return rep
 	}
 	cmd := &cobra.Command{
@@ -139,7 +143,7 @@ func doctorRun(opts *doctorOptions) error {
 		return usageErr("writing the report: %w", err)
 	}
 	printPools(opts.Out, rep.Resources)
-	if _, err := fmt.Fprint(opts.Out, "\n"+queueDirText(rep.QueueDir)); err != nil {
+	if _, err := fmt.Fprint(opts.Out, "\n"+queueDirText(rep.QueueDir)+"fleet queue (etcd): "+rep.FleetQueue+"\n"); err != nil {
 		return usageErr("writing the report: %w", err)
 	}
 	return nil
@@ -220,7 +224,16 @@ func runDoctorChecks() doctorReport {
 		fsErr = fmt.Errorf("not mounted at %s; gpu-hold mounts it when it pins a lineage (as root)", tracker.BPFFS)
 	}
 	add("bpffs", fsErr, fsDetail)
+	add("bpf spares", nil, sparesDetail())
 	return rep
+}
+
+// sparesDetail says how many loaded eBPF lineages wait for the next holds.
+func sparesDetail() string {
+	if n := tracker.SpareCount(); n > 0 {
+		return fmt.Sprintf("%d ready in %s: a hold takes one instead of loading its programs", n, tracker.SpareRoot)
+	}
+	return "none yet: the next eBPF hold loads its own programs, then makes spares (" + tracker.SpareRoot + ")"
 }
 
 // kernelCheck is the kernel row: the release, whether it is at least the

@@ -1,6 +1,9 @@
 // fleet.go owns the flags of the fleet queue on etcd (--queue and its
 // environment variable, TLS, user and password, a config file) that every
-// subcommand shares, and --lost-grace of the hold itself.
+// subcommand shares, --lost-grace of the hold itself, and the seam to the
+// backend behind them: the etcd client in gpu-hold-fleet (fleet_etcd.go),
+// the exec into gpu-hold-fleet in gpu-hold (fleet_exec.go), so that the
+// holds that never use etcd do not pay for its client's start-up.
 package main
 
 import (
@@ -11,24 +14,46 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
 
 // QueueEnv selects the queue backend when --queue is not given.
 const QueueEnv = "GPU_HOLD_QUEUE"
+
+// etcdPasswordEnv is etcdq.PasswordEnv, named here for the flags' help in
+// a build without etcdq (fleet_etcd_test.go checks they agree).
+const etcdPasswordEnv = "GPU_HOLD_ETCD_PASSWORD"
+
+// fleetBinary is the binary built with the etcd backend (-tags etcd),
+// installed next to gpu-hold.
+const fleetBinary = "gpu-hold-fleet"
 
 // fleetOpts are the etcd flags.
 type fleetOpts struct {
 	Queue, Config, CACert, Cert, Key, User, PasswordFile string
 }
 
+// fleetBackend is how this binary reaches the fleet queue; the build's
+// fleet_*.go registers it.
+type fleetBackend struct {
+	// early runs before any subcommand that may open a queue, when the
+	// flags select the fleet queue: gpu-hold's exec into gpu-hold-fleet
+	// (it returns only with an error). nil in gpu-hold-fleet.
+	early func() error
+	// resolve turns the flags into the fleet queue (they select one).
+	resolve func(g *globalOpts) (*hold.Fleet, error)
+	// about says, for --version and doctor, where the etcd backend is.
+	about func() string
+}
+
+var fleet fleetBackend
+
 func addFleetFlags(pf *pflag.FlagSet, f *fleetOpts) {
-	pf.StringVar(&f.Queue, "queue", "", "queue backend: etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=S&budget=K] for the fleet queue (default $"+QueueEnv+", else the queue directory)")
+	pf.StringVar(&f.Queue, "queue", "", "queue backend: etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=S&budget=K] for the fleet queue, served by gpu-hold-fleet (default $"+QueueEnv+", else the queue directory)")
 	pf.StringVar(&f.Config, "etcd-config", "", "JSON file with the etcd settings (endpoints, prefix, ttl, budget, cacert, cert, key, user, password_file)")
 	pf.StringVar(&f.CACert, "etcd-cacert", "", "CA bundle that etcd's server certificate must chain to")
 	pf.StringVar(&f.Cert, "etcd-cert", "", "client certificate for etcd")
 	pf.StringVar(&f.Key, "etcd-key", "", "client key for etcd")
-	pf.StringVar(&f.User, "etcd-user", "", "etcd user (its password from --etcd-password-file or $"+etcdq.PasswordEnv+")")
+	pf.StringVar(&f.User, "etcd-user", "", "etcd user (its password from --etcd-password-file or $"+etcdPasswordEnv+")")
 	pf.StringVar(&f.PasswordFile, "etcd-password-file", "", "file holding the etcd user's password")
 }
 
@@ -37,52 +62,45 @@ func addLostGraceFlag(f *pflag.FlagSet, o *hold.Options) {
 	durationVarP(f, &o.LostGrace, "lost-grace", "", 2*time.Second, "time between TERM and KILL when the etcd lease is lost (exit 76)")
 }
 
-// etcdConfig is the etcd backend's config, or nil for the directory.
-func (g *globalOpts) etcdConfig() (*etcdq.Config, error) {
-	f := &g.Fleet
-	spec := f.Queue
-	if spec == "" {
-		spec = os.Getenv(QueueEnv)
+// spec is the --queue URL, else $GPU_HOLD_QUEUE.
+func (f *fleetOpts) spec() string {
+	if f.Queue != "" {
+		return f.Queue
 	}
-	if spec == "" && f.Config == "" {
+	return os.Getenv(QueueEnv)
+}
+
+// selected says whether the flags ask for the fleet queue rather than the
+// directory (a --queue that is no etcd URL too: the backend refuses it).
+func (f *fleetOpts) selected() bool { return f.spec() != "" || f.Config != "" }
+
+// fleetEarly is the backend's early step when the flags select the fleet
+// queue.
+func (g *globalOpts) fleetEarly() error {
+	if fleet.early == nil || !g.Fleet.selected() {
+		return nil
+	}
+	return fleet.early()
+}
+
+// etcdFleet is the fleet queue the flags select, or nil for the directory.
+func (g *globalOpts) etcdFleet() (*hold.Fleet, error) {
+	if !g.Fleet.selected() {
 		return nil, nil
 	}
-	c := &etcdq.Config{}
-	if f.Config != "" {
-		if err := c.LoadFile(f.Config); err != nil {
-			return nil, usageErr("%v", err)
-		}
-	}
-	if spec != "" {
-		if err := c.ParseURL(spec); err != nil {
-			return nil, usageErr("%v", err)
-		}
-	}
-	for _, s := range []struct {
-		to *string
-		v  string
-	}{{&c.CACert, f.CACert}, {&c.Cert, f.Cert}, {&c.Key, f.Key}, {&c.User, f.User}, {&c.PasswordFile, f.PasswordFile}} {
-		if s.v != "" {
-			*s.to = s.v
-		}
-	}
-	if err := c.Finish(); err != nil {
-		return nil, usageErr("%v", err)
-	}
-	c.Host = hold.TicketHost()
-	return c, nil
+	return fleet.resolve(g)
 }
 
 // openFleet opens the etcd queue when one is configured (ok false: use
 // the directory).
 func (g *globalOpts) openFleet() (q queue.Queue, ok bool, err error) {
-	c, err := g.etcdConfig()
-	if err != nil || c == nil {
+	f, err := g.etcdFleet()
+	if err != nil || f == nil {
 		return nil, err != nil, err
 	}
-	eq, err := etcdq.Open(*c, g.Resource, g.warn)
+	q, err = f.Open(g.Resource, g.warn)
 	if err != nil {
 		return nil, true, usageErr("%v", err)
 	}
-	return eq, true, nil
+	return q, true, nil
 }

@@ -1,5 +1,5 @@
-// fleet_test.go tests the etcd flags' resolution and the queue table's
-// fleet columns: each ticket's host, and every holder of a budget over 1.
+// fleet_test.go tests the queue table's fleet columns: each ticket's host,
+// and every holder of a budget over 1.
 package main
 
 import (
@@ -33,23 +33,5 @@ func TestPrintQueueHostsAndHolders(t *testing.T) {
 				t.Errorf("line %q lacks %q", lines[i+1], w)
 			}
 		}
-	}
-}
-
-func TestEtcdConfigFromEnv(t *testing.T) {
-	g := &globalOpts{}
-	t.Setenv(QueueEnv, "")
-	if c, err := g.etcdConfig(); c != nil || err != nil {
-		t.Fatalf("no --queue, no env: %+v %v", c, err)
-	}
-	t.Setenv(QueueEnv, "etcd://e1:2379,e2:2379/fleet?budget=2")
-	g.Fleet.User, g.Fleet.PasswordFile = "", ""
-	c, err := g.etcdConfig()
-	if err != nil || c == nil || len(c.Endpoints) != 2 || c.Prefix != "/fleet" || c.Budget != 2 {
-		t.Fatalf("from $%s: %+v %v", QueueEnv, c, err)
-	}
-	g.Fleet.Queue = "/not/a/url"
-	if _, err := g.etcdConfig(); err == nil {
-		t.Fatal("--queue that is not an etcd URL was accepted")
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/gpu-hold/gpu-hold/guard"
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
 
 type guardOptions struct {
@@ -74,14 +73,14 @@ func guardRun(ctx context.Context, opts *guardOptions) error {
 			return usageErr("%v", err)
 		}
 	}
-	fleet, err := opts.g.etcdConfig()
+	fq, err := opts.g.etcdFleet()
 	if err != nil {
 		return err
 	}
-	if fleet != nil {
+	if fq != nil {
 		// The fleet queue: holders are read from etcd, and only those of
 		// this host have a lineage here.
-		o.OpenQueue = func(resource string) (queue.Queue, error) { return etcdq.Open(*fleet, resource, opts.g.warn) }
+		o.OpenQueue = func(resource string) (queue.Queue, error) { return fq.Open(resource, opts.g.warn) }
 		o.Host = hold.TicketHost()
 	}
 	gd, err := guard.New(*o)

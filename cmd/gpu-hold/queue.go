@@ -172,7 +172,7 @@ func (g *globalOpts) statuses(one bool, now time.Time) ([]resourceView, error) {
 // the queue dir.
 func (g *globalOpts) eachQueue(one bool, fn func(q queue.Queue, st queue.Status) error) error {
 	res := []string{g.Resource}
-	if c, err := g.etcdConfig(); err != nil {
+	if c, err := g.etcdFleet(); err != nil {
 		return err
 	} else if c != nil {
 		one = true // the etcd queue is listed one resource at a time (-r)

@@ -62,11 +62,11 @@ func reapRun(ctx context.Context, opts *reapOptions) error {
 	if err != nil {
 		return err
 	}
-	fleet, err := opts.g.etcdConfig()
+	fq, err := opts.g.etcdFleet()
 	if err != nil {
 		return err
 	}
-	n, err := hold.Reap(ctx, hold.ReapOptions{Dir: dir, Resource: opts.g.Resource, All: opts.all, Grace: opts.grace, SurvivorWait: opts.survivorWait, Log: opts.g.Log, Etcd: fleet})
+	n, err := hold.Reap(ctx, hold.ReapOptions{Dir: dir, Resource: opts.g.Resource, All: opts.all, Grace: opts.grace, SurvivorWait: opts.survivorWait, Log: opts.g.Log, Etcd: fq})
 	if err != nil {
 		return usageErr("%w", err)
 	}

@@ -101,13 +101,23 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 	root.SilenceErrors = true
 	root.SilenceUsage = true
 	root.Version = version()
-	root.SetVersionTemplate("gpu-hold {{.Version}}\n")
+	cobra.AddTemplateFunc("fleetAbout", func() string { return fleet.about() })
+	root.SetVersionTemplate("gpu-hold {{.Version}}\nfleet queue (etcd): {{fleetAbout}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
 	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")
 	choiceVar(pf, &g.LogFormat, "log-format", "log format: auto (console on a terminal, else JSON), console or json", "auto", "console", "json")
 	addFleetFlags(pf, &g.Fleet)
-	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return g.setupLog() }
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		// Before anything is made or logged: gpu-hold may exec
+		// gpu-hold-fleet here, which then starts from the top.
+		if opensQueue(cmd) {
+			if err := g.fleetEarly(); err != nil {
+				return err
+			}
+		}
+		return g.setupLog()
+	}
 	suggestCommands(root)
 	root.AddCommand(
 		newCmdQueue(g),
@@ -119,7 +129,19 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 		newCmdHistory(g),
 		newCmdWait(g),
 	)
-	root.AddCommand(newCmdMan(root))
+	root.AddCommand(newCmdMan(root), newCmdMakeSpares())
 	setupCompletion(root, g)
 	return root
+}
+
+// opensQueue says whether cmd may open a queue: not doctor (which reports
+// on the fleet binary instead), man, help and the completion scripts.
+func opensQueue(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "doctor", "man", "help", "completion":
+			return false
+		}
+	}
+	return true
 }

@@ -98,7 +98,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	if o.Count < 1 {
 		return usageErr("--count must be at least 1 (got %d): it is how many of the pool's devices to hold", o.Count)
 	}
-	if o.Etcd, err = g.etcdConfig(); err != nil {
+	if o.Etcd, err = g.etcdFleet(); err != nil {
 		return err
 	}
 	if err := o.Validate(); err != nil {

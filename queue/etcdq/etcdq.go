@@ -22,8 +22,9 @@ import (
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
-// ErrUnreachable: etcd did not answer within the connect bound.
-var ErrUnreachable = errors.New("etcd is unreachable")
+// ErrUnreachable: etcd did not answer within the connect bound (the
+// queue package's, so that hold tells it without linking this one).
+var ErrUnreachable = queue.ErrUnreachable
 
 // maxValue bounds a ticket's value: a larger one is garbage.
 const maxValue = 64 << 10

@@ -1,0 +1,36 @@
+// spares.go owns restocking the eBPF spares: once a hold's payload runs
+// (the hold no longer admits its own children), it starts a detached
+// `gpu-hold make-spares` when the stock is low, so that the next hold takes
+// a loaded copy instead of loading one while the device waits.
+package hold
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/gpu-hold/gpu-hold/tracker"
+)
+
+// MakeSparesCommand is the hidden subcommand that makes the spares.
+const MakeSparesCommand = "make-spares"
+
+// restockSpares starts the maker when tr is eBPF's and spares are few. The
+// maker gets no environment but the seal request, so no marker, label or
+// hold id of this hold's reaches it; it is in a session of its own.
+func (h *holdRun) restockSpares(tr tracker.Tracker) {
+	if tr.Backend() != tracker.BackendBPF || !tracker.SparesLow() {
+		return
+	}
+	cmd := exec.Command("/proc/self/exe", MakeSparesCommand)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if seal, ok := os.LookupEnv(tracker.SealEnv); ok {
+		cmd.Env = append(cmd.Env, tracker.SealEnv+"="+seal)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		h.o.Log.Debug().Err(err).Msg("cannot start the eBPF spare maker; the next hold loads its own")
+		return
+	}
+	go cmd.Wait()
+}
