@@ -153,21 +153,11 @@ func setTargets(m *ebpf.Map, devs []Dev) error {
 
 var devMatchSize = int(unsafe.Sizeof(devscanDevMatch{}))
 
-// runDevscan attaches the iterator, reads it to the end and decodes it.
+// runDevscan runs the iterator and decodes its records.
 func runDevscan(prog *ebpf.Program) ([]DevFile, error) {
-	lk, err := link.AttachIter(link.IterOptions{Program: prog})
+	raw, err := runIter(prog, "device-scan")
 	if err != nil {
-		return nil, fmt.Errorf("attaching the device-scan BPF iterator: %w", err)
-	}
-	defer lk.Close()
-	rd, err := lk.Open()
-	if err != nil {
-		return nil, fmt.Errorf("opening the device-scan BPF iterator: %w", err)
-	}
-	defer rd.Close()
-	raw, err := readIter(rd)
-	if err != nil {
-		return nil, fmt.Errorf("reading the device-scan BPF iterator: %w", err)
+		return nil, err
 	}
 	if len(raw)%devMatchSize != 0 {
 		return nil, fmt.Errorf("the device-scan BPF iterator wrote %d bytes, not a whole number of %d-byte records", len(raw), devMatchSize)
@@ -177,6 +167,26 @@ func runDevscan(prog *ebpf.Program) ([]DevFile, error) {
 		out = append(out, decodeDevMatch(raw[off:off+devMatchSize]))
 	}
 	return out, nil
+}
+
+// runIter attaches an iterator program, reads it to the end and detaches
+// it; what names it in errors.
+func runIter(prog *ebpf.Program, what string) ([]byte, error) {
+	lk, err := link.AttachIter(link.IterOptions{Program: prog})
+	if err != nil {
+		return nil, fmt.Errorf("attaching the %s BPF iterator: %w", what, err)
+	}
+	defer lk.Close()
+	rd, err := lk.Open()
+	if err != nil {
+		return nil, fmt.Errorf("opening the %s BPF iterator: %w", what, err)
+	}
+	defer rd.Close()
+	raw, err := readIter(rd)
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s BPF iterator: %w", what, err)
+	}
+	return raw, nil
 }
 
 // readIter reads an iterator to its end. A read that visits a million

@@ -32,12 +32,14 @@ var ErrNoSpare = errors.New("no spare lineage to take")
 
 var spareProgs = []string{"prog_exit", "prog_exec", "prog_fork"}
 
-// spareBuild names this build's programs: a spare another build of
-// gpu-hold made (before an upgrade) has other maps and is never taken.
+// spareBuild names this build's programs: a spare or shared iterator that
+// another build of gpu-hold pinned (before an upgrade) has other programs
+// and maps, and is never used.
 var spareBuild = sync.OnceValue(func() string {
 	h := fnv.New64a()
-	h.Write(_LineageBytes)
-	h.Write(_LineageNokfuncBytes)
+	for _, obj := range [][]byte{_LineageBytes, _LineageNokfuncBytes, _DevscanBytes, _GroupsBytes} {
+		h.Write(obj)
+	}
 	return fmt.Sprintf("%016x", h.Sum64())
 })
 

@@ -57,7 +57,7 @@ func MakeSpares(stock int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := pinDevscan(); err != nil {
+	if err := errors.Join(pinDevscan(), pinGroups()); err != nil {
 		return 0, err
 	}
 	made := 0
@@ -123,7 +123,7 @@ func (l *Lineage) pinSpare(dir string) error {
 	return nil
 }
 
-// sweepSpares removes spares and device scans of other builds, and working
+// sweepSpares removes spares and shared iterators of other builds, and working
 // directories
 // older than staleSpareWork. Called under the maker's lock.
 func sweepSpares() {
@@ -136,7 +136,8 @@ func sweepSpares() {
 			}
 			continue
 		}
-		if !strings.HasPrefix(name, spareBuild()+"_") && dir != devscanPinDir() {
+		// This build's: a spare (<build>_...) or a shared iterator (<kind>_<build>).
+		if !strings.HasPrefix(name, spareBuild()+"_") && !strings.HasSuffix(name, "_"+spareBuild()) {
 			removeSpareDir(dir)
 		}
 	}

@@ -253,20 +253,30 @@ exec sleep 300
 // hold with a cgroup KILLs the group through its leader's pidfd instead of
 // walking /proc for it).
 //
-// Catches: a teardown that ends only the lineage and the cgroup.
+// In grace-1s-term the joiner acts on TERM (it writes a file and exits):
+// the group's members get TERM like the lineage's, found by a walk of
+// /proc or, under eBPF, by the kernel's list of the group.
+//
+// Catches: a teardown that ends only the lineage and the cgroup; one that
+// KILLs the group without its TERM first (no file).
 func TestGroupJoiner(t *testing.T) { forBackends(t, true, routeGroupJoiner) }
 
 func routeGroupJoiner(t *testing.T, rg rig) {
-	for _, grace := range []string{"0", "1s"} {
-		t.Run("grace-"+grace, func(t *testing.T) {
+	for _, shape := range []struct{ name, grace, joiner string }{
+		{"grace-0", "0", `trap "" TERM; exec sleep 300`},
+		{"grace-1s", "1s", `trap "" TERM; exec sleep 300`},
+		{"grace-1s-term", "1s", `trap 'echo > "$GH_T/joiner-termed"; exit 0' TERM; sleep 300 & wait`},
+	} {
+		grace := shape.grace
+		t.Run(shape.name, func(t *testing.T) {
 			t.Parallel()
 			mark := newMark(t)
 			d, q := rg.dirs(t)
 			payload := script(t, d, "root.sh", `put root $$; exec sleep 300`)
 			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", slow(time.Second), "-g", slowText(grace))...)
 			root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
-			joiner := exec.Command("bash", "-c", `trap "" TERM; exec sleep 300`)
-			joiner.Env = append(os.Environ(), markEnv+"="+mark)
+			joiner := exec.Command("bash", "-c", shape.joiner)
+			joiner.Env = append(os.Environ(), markEnv+"="+mark, "GH_T="+d)
 			joiner.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: root, Credential: rg.Cred}
 			if err := joiner.Start(); err != nil {
 				t.Fatalf("test shape: cannot start a process in the payload's group %d: %v", root, err)
@@ -278,6 +288,11 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 			r := h.Wait(20 * time.Second)
 			requireEnd(t, r, 124, false)
 			requireNoneLeft(t, mark)
+			if shape.name == "grace-1s-term" {
+				if _, err := os.Stat(filepath.Join(d, "joiner-termed")); err != nil {
+					t.Errorf("the group's joiner never acted on a TERM: %v", err)
+				}
+			}
 		})
 	}
 }
