@@ -119,11 +119,10 @@ func drawIdle(r results, path string) (bool, error) {
 	}
 	p.NominalX(labels...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
-	p.Y.Max = top * 2
+	p.Y.Max = top * 10 // room above every chain for the legend
 	p.Add(plotter.NewGrid())
-	// Bottom right: a busy host's chains all sit far above flock's idle host.
-	p.Legend.Top, p.Legend.Left = false, false
-	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(30), vg.Points(10)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(10)
 	return true, p.Save(10*vg.Inch, 5*vg.Inch, path)
 }
 
