@@ -82,9 +82,11 @@ func (b *bench) e2eSection() error {
 			}
 			wall[m.name] = append(wall[m.name], ms(p.exitAt.Sub(p.start)))
 			if m.track != "" {
-				waiting, ok0 := p.line("waiting for the token")
-				taken, ok1 := p.line("token taken")
-				started, ok2 := p.line("payload started")
+				// The process has exited; its last lines may still be
+				// in the pipe's reader: wait for each.
+				waiting, ok0 := p.waitLine("waiting for the token", time.Second)
+				taken, ok1 := p.waitLine("token taken", time.Second)
+				started, ok2 := p.waitLine("payload started", time.Second)
 				released, ok3 := p.waitLine("token released", time.Second)
 				if !ok0 || !ok1 || !ok2 || !ok3 {
 					return fmt.Errorf("%s: log lacks token taken / payload started / token released: %s", m.name, p.describe())

@@ -40,6 +40,7 @@ type child struct {
 	exitAt time.Time
 	err    error // from Wait
 	done   chan struct{}
+	eof    chan struct{} // closed when stderr has been read to its end
 
 	mu      sync.Mutex
 	lines   []logLine
@@ -79,7 +80,7 @@ func (b *bench) startProc(argv, env []string, attr *syscall.SysProcAttr) (*child
 		return nil, err
 	}
 	c.Stderr = w
-	p := &child{cmd: c, done: make(chan struct{}), changed: make(chan struct{})}
+	p := &child{cmd: c, done: make(chan struct{}), eof: make(chan struct{}), changed: make(chan struct{})}
 	p.start = time.Now()
 	if err := c.Start(); err != nil {
 		r.Close()
@@ -98,6 +99,7 @@ func (b *bench) startProc(argv, env []string, attr *syscall.SysProcAttr) (*child
 
 // read parses stderr until EOF.
 func (p *child) read(r *os.File) {
+	defer close(p.eof)
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
@@ -133,8 +135,8 @@ func (p *child) line(msg string) (logLine, bool) {
 	return logLine{}, false
 }
 
-// waitLine waits until a log line whose message starts with msg appears, the process
-// exits, or limit passes.
+// waitLine waits until a log line whose message starts with msg appears, the
+// process exits (and its stderr is read), or limit passes.
 func (p *child) waitLine(msg string, limit time.Duration) (logLine, bool) {
 	t := time.NewTimer(limit)
 	defer t.Stop()
@@ -148,7 +150,13 @@ func (p *child) waitLine(msg string, limit time.Duration) (logLine, bool) {
 		select {
 		case <-ch:
 		case <-p.done:
-			time.Sleep(20 * time.Millisecond) // the last lines may still be in the pipe
+			// Its last lines may still be in the pipe: wait for the
+			// reader to reach the end (a leftover holding the pipe
+			// open bounds this at a second).
+			select {
+			case <-p.eof:
+			case <-time.After(time.Second):
+			}
 			return p.line(msg)
 		case <-t.C:
 			return logLine{}, false
