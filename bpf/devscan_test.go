@@ -21,14 +21,9 @@ import (
 // targets map keeps every device asked for before.
 func TestFindDeviceFilesFindsFakeNodeHolder(t *testing.T) {
 	for _, shared := range []bool{false, true} {
-		t.Run(map[bool]string{false: "own", true: "shared"}[shared], func(t *testing.T) {
+		t.Run(copyName(shared), func(t *testing.T) {
 			if shared {
-				root, err := openSpareRoot()
-				if err == nil {
-					root.Close()
-					err = pinDevscan()
-				}
-				testenv.NeedBPF(t, err)
+				pinForTest(t, pinDevscan)
 			}
 			devscanLoaded.mu.Lock()
 			if devscanLoaded.objs != nil {

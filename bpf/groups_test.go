@@ -18,14 +18,9 @@ import (
 
 func TestGroupMembers(t *testing.T) {
 	for _, shared := range []bool{false, true} {
-		t.Run(map[bool]string{false: "own", true: "shared"}[shared], func(t *testing.T) {
+		t.Run(copyName(shared), func(t *testing.T) {
 			if shared {
-				root, err := openSpareRoot()
-				if err == nil {
-					root.Close()
-					err = pinGroups()
-				}
-				testenv.NeedBPF(t, err)
+				pinForTest(t, pinGroups)
 			}
 			groupsObjs.mu.Lock()
 			groupsObjs.prog, groupsObjs.err, groupsObjs.shared = nil, nil, false

@@ -88,3 +88,19 @@ func TestSpareRootMustBeRoots(t *testing.T) {
 		t.Fatalf("a spare directory anyone can write was used: %v", err)
 	}
 }
+
+// copyName names a subtest run with this process's own copy of an
+// iterator or with the host's pinned one.
+func copyName(shared bool) string { return map[bool]string{false: "own", true: "shared"}[shared] }
+
+// pinForTest makes the spare directory (a fresh host has none) and pins a
+// shared iterator with pin.
+func pinForTest(t *testing.T, pin func() error) {
+	t.Helper()
+	root, err := openSpareRoot()
+	if err == nil {
+		root.Close()
+		err = pin()
+	}
+	testenv.NeedBPF(t, err)
+}
