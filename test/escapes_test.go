@@ -262,10 +262,15 @@ exec sleep 300
 func TestGroupJoiner(t *testing.T) { forBackends(t, true, routeGroupJoiner) }
 
 func routeGroupJoiner(t *testing.T, rg rig) {
-	for _, shape := range []struct{ name, grace, joiner string }{
-		{"grace-0", "0", `trap "" TERM; exec sleep 300`},
-		{"grace-1s", "1s", `trap "" TERM; exec sleep 300`},
-		{"grace-1s-term", "1s", `trap 'echo > "$GH_T/joiner-termed"; exit 0' TERM; sleep 300 & wait`},
+	for _, shape := range []struct {
+		name, grace, joiner string
+		maxHold             time.Duration
+	}{
+		{"grace-0", "0", `trap "" TERM; exec sleep 300`, time.Second},
+		{"grace-1s", "1s", `trap "" TERM; exec sleep 300`, time.Second},
+		// It says when its trap is set: a TERM before that would end
+		// it without the file. 3 s leaves a loaded host time for that.
+		{"grace-1s-term", "1s", `trap 'echo > "$GH_T/joiner-termed"; exit 0' TERM; echo $$ > "$GH_T/joiner-ready"; sleep 300 & wait`, 3 * time.Second},
 	} {
 		grace := shape.grace
 		t.Run(shape.name, func(t *testing.T) {
@@ -273,7 +278,7 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 			mark := newMark(t)
 			d, q := rg.dirs(t)
 			payload := script(t, d, "root.sh", `put root $$; exec sleep 300`)
-			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", slow(time.Second), "-g", slowText(grace))...)
+			h := rg.start(t, q, mark, d, holdArgs(payload, "-t", slow(shape.maxHold), "-g", slowText(grace))...)
 			root := readPid(t, filepath.Join(d, "root"), 10*time.Second)
 			joiner := exec.Command("bash", "-c", shape.joiner)
 			joiner.Env = append(os.Environ(), markEnv+"="+mark, "GH_T="+d)
@@ -284,6 +289,12 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 			go joiner.Wait() // reap it: a zombie is dead
 			if st := stat(t, joiner.Process.Pid); st.PGID != root {
 				t.Fatalf("test shape: the joiner is in group %d, not the payload's %d", st.PGID, root)
+			}
+			if shape.name == "grace-1s-term" {
+				readPid(t, filepath.Join(d, "joiner-ready"), 10*time.Second)
+				if strings.Contains(h.Stderr(), "TERM sent") {
+					t.Fatalf("test shape: the hold's teardown began before the joiner had set its trap")
+				}
 			}
 			r := h.Wait(20 * time.Second)
 			requireEnd(t, r, 124, false)
