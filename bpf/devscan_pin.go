@@ -7,7 +7,6 @@
 package bpf
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,35 +61,7 @@ func pinDevscan() error {
 		return fmt.Errorf("loading the device-scan BPF iterator: %w", loadError(err))
 	}
 	defer objs.Close() // the pins keep them
-	return pinShared(devscanPinDir(), map[string]pinner{devscanPinProg: objs.FindDeviceFiles, devscanPinTargets: objs.Targets})
-}
-
-type pinner interface{ Pin(string) error }
-
-// pinShared pins objs (by file name) under a working name, then renames the
-// directory to dir: a reader never sees it half pinned. Another process's
-// copy pinned first is as good.
-func pinShared(dir string, objs map[string]pinner) error {
-	work := filepath.Join(SpareRoot, "making_"+uniqueName())
-	if err := os.Mkdir(work, 0o700); err != nil {
-		return fmt.Errorf("creating a spare directory: %w", err)
-	}
-	var errs []error
-	for name, o := range objs {
-		errs = append(errs, o.Pin(filepath.Join(work, name)))
-	}
-	err := errors.Join(errs...)
-	if err == nil {
-		err = os.Rename(work, dir)
-	}
-	if err != nil {
-		removeSpareDir(work)
-		if _, serr := os.Stat(dir); serr == nil {
-			return nil // another process pinned it first
-		}
-		return fmt.Errorf("pinning %s: %w", filepath.Base(dir), err)
-	}
-	return nil
+	return pinDir(devscanPinDir(), map[string]pinner{devscanPinProg: objs.FindDeviceFiles, devscanPinTargets: objs.Targets})
 }
 
 // addTargets adds devs to a shared targets map, removing none.

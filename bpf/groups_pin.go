@@ -43,5 +43,5 @@ func pinGroups() error {
 		return fmt.Errorf("loading the process-group BPF iterator: %w", loadError(err))
 	}
 	defer objs.Close()
-	return pinShared(groupsPinDir(), map[string]pinner{groupsPinProg: objs.ListGroups})
+	return pinDir(groupsPinDir(), map[string]pinner{groupsPinProg: objs.ListGroups})
 }

@@ -85,40 +85,50 @@ func openSpareRoot() (*os.File, error) {
 	return os.Open(SpareRoot)
 }
 
-// makeSpare loads one copy and pins it under a working name, then renames
-// it into view: a taker never sees a spare half pinned.
+// makeSpare loads one copy and pins its maps and (unattached) programs
+// under a working name, then renames it into view: a taker never sees a
+// spare half pinned.
 func makeSpare(req string, seal SealMode) error {
 	l, err := loadObjects(seal, Options{})
 	if err != nil {
 		return err
 	}
 	defer l.Close() // the pins keep the objects
+	pins := map[string]pinner{}
+	for _, name := range pinMaps {
+		pins[name] = l.mapByName(name)
+	}
+	for i, p := range []pinner{l.progs.OnExit, l.progs.OnExec, l.progs.OnFork} {
+		pins[spareProgs[i]] = p
+	}
+	return pinDir(filepath.Join(SpareRoot, sparePrefix(req)+string(seal)+"_"+uniqueName()), pins)
+}
+
+// pinner is a map or program that can be pinned.
+type pinner interface{ Pin(string) error }
+
+// pinDir pins objs (by file name) under a working name, then renames the
+// directory to dir: a reader never sees it half pinned. A shared iterator
+// another process pinned there first is as good.
+func pinDir(dir string, objs map[string]pinner) error {
 	work := filepath.Join(SpareRoot, "making_"+uniqueName())
 	if err := os.Mkdir(work, 0o700); err != nil {
 		return fmt.Errorf("creating a spare directory: %w", err)
 	}
-	if err := l.pinSpare(work); err != nil {
+	var errs []error
+	for name, o := range objs {
+		errs = append(errs, o.Pin(filepath.Join(work, name)))
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		err = os.Rename(work, dir)
+	}
+	if err != nil {
 		removeSpareDir(work)
-		return err
-	}
-	if err := os.Rename(work, filepath.Join(SpareRoot, sparePrefix(req)+string(seal)+"_"+uniqueName())); err != nil {
-		removeSpareDir(work)
-		return fmt.Errorf("publishing a spare: %w", err)
-	}
-	return nil
-}
-
-// pinSpare pins the maps and the (unattached) programs in dir.
-func (l *Lineage) pinSpare(dir string) error {
-	for _, name := range pinMaps {
-		if err := l.mapByName(name).Pin(filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("pinning spare map %s: %w", name, err)
+		if _, serr := os.Stat(dir); serr == nil {
+			return nil // another process pinned it first
 		}
-	}
-	for i, p := range []interface{ Pin(string) error }{l.progs.OnExit, l.progs.OnExec, l.progs.OnFork} {
-		if err := p.Pin(filepath.Join(dir, spareProgs[i])); err != nil {
-			return fmt.Errorf("pinning spare program %s: %w", spareProgs[i], err)
-		}
+		return fmt.Errorf("pinning %s: %w", filepath.Base(dir), err)
 	}
 	return nil
 }

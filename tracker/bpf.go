@@ -1,7 +1,8 @@
 // bpf.go owns the eBPF backend: each hold loads (or takes a spare of) its
 // own copy of the lineage programs (package bpf), names itself the launcher
-// so that the payload is a member from its fork on, reads the kernel's lineage map for Live, and turns
-// the ring buffer's events into lineage events for the record.
+// so that the payload is a member from its fork on, reads the kernel's
+// lineage map for Live, and turns the ring buffer's events into lineage
+// events for the record.
 package tracker
 
 import (
