@@ -243,7 +243,9 @@ func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinn
 			log.Warn().Err(err).Msg("cannot remove the lineage's pins; the next hold removes them once they are empty")
 		}
 	}
-	if err := tr.Close(); err != nil {
+	if f, ok := tr.(tracker.Finisher); ok {
+		f.Finish() // its kernel objects go after the release (lazyTracker.close)
+	} else if err := tr.Close(); err != nil {
 		log.Warn().Err(err).Msg("closing the tracker")
 	}
 	counters := tr.Counters()

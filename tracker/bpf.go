@@ -33,6 +33,7 @@ type bpfTracker struct {
 	stop    chan struct{} // closed by Close: one last drain, then read returns
 	done    chan struct{} // closed when read has returned
 	started sync.Once
+	finish  sync.Once
 	close   sync.Once
 	drains  atomic.Int64 // drains done (a queued hold does none)
 
@@ -235,12 +236,21 @@ func (t *bpfTracker) Counters() record.Counters {
 func (t *bpfTracker) Close() error {
 	var err error
 	t.close.Do(func() {
-		close(t.stop)
-		<-t.done
-		t.Counters() // the last reading, kept for Counters after Close
+		t.Finish()
 		err = errors.Join(t.rd.Close(), t.l.Close())
 	})
 	return err
+}
+
+// Finish implements Finisher: the last events drained and the counters
+// read; the programs stay attached (to a sealed, empty lineage) until
+// Close detaches them.
+func (t *bpfTracker) Finish() {
+	t.finish.Do(func() {
+		close(t.stop)
+		<-t.done
+		t.Counters() // the last reading, kept for Counters after Close
+	})
 }
 
 // startReading lets read begin its drains.

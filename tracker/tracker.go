@@ -53,6 +53,16 @@ type Tracker interface {
 	Close() error
 }
 
+// Finisher is implemented by trackers whose Close frees kernel objects
+// that take time to free (detaching eBPF programs patches the kernel's
+// text on every CPU): Finish ends the tracking once the lineage is ended
+// (the last events read, the counters kept), and Close, later, frees what
+// is left. A hold finishes before its record is closed and closes after
+// the token is released.
+type Finisher interface {
+	Finish()
+}
+
 // Accounted is a Tracker with a kernel-side account of its live members
 // that a walk of /proc cannot outrun: a process that forks and exits in a
 // loop is born after a walk lists /proc and gone before it reads the stat,
