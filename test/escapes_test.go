@@ -270,7 +270,7 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 		{"grace-1s", "1s", `trap "" TERM; exec sleep 300`, time.Second},
 		// It says when its trap is set: a TERM before that would end
 		// it without the file. 3 s leaves a loaded host time for that.
-		{"grace-1s-term", "1s", `trap 'echo > "$GH_T/joiner-termed"; exit 0' TERM; echo $$ > "$GH_T/joiner-ready"; sleep 300 & wait`, 3 * time.Second},
+		{"grace-1s-term", "1s", `trap 'echo > "$GH_T/joiner-termed"; exit 0' TERM; echo $$ > "$GH_T/joiner-ready.tmp" && mv "$GH_T/joiner-ready.tmp" "$GH_T/joiner-ready"; sleep 300 & wait`, 3 * time.Second},
 	} {
 		grace := shape.grace
 		t.Run(shape.name, func(t *testing.T) {
