@@ -9,6 +9,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,37 +29,127 @@ func New() string {
 
 // Carries reports whether pid's environment carries mark.
 func Carries(pid int, mark string) bool {
-	env, err := proc.ReadFile(pid, "environ")
-	if err != nil {
-		return false
-	}
+	return carries(readEnv(pid, make([]byte, envBuf)), mark)
+}
+
+// carries reports whether the environment block env holds mark.
+func carries(env []byte, mark string) bool {
 	return bytes.Contains(append(append([]byte{0}, env...), 0), []byte("\x00"+Env+"="+mark+"\x00"))
 }
 
 // Live returns the live (not zombie) processes that carry mark, but the
 // calling process.
 func Live(mark string) map[int]proc.Stat {
+	live, _ := look(mark)
+	return live
+}
+
+// pfKthread is the kernel's task flag of a kernel thread.
+const pfKthread = 0x00200000
+
+// look returns what Live does, and the live processes whose environment
+// read empty. A process in an execve shows none from the switch to its new
+// memory until the exec has written all of it, and a read opened on the
+// old memory reads nothing once that is gone: such a process cannot be
+// told yet.
+func look(mark string) (map[int]proc.Stat, []proc.Ident) {
 	out := make(map[int]proc.Stat)
+	var empty []proc.Ident
 	self := os.Getpid()
+	buf := make([]byte, envBuf)
 	proc.Walk(func(st proc.Stat) {
-		if st.PID != self && !st.Dead() && Carries(st.PID, mark) {
+		if st.PID == self || st.Dead() || st.Flags&pfKthread != 0 {
+			return
+		}
+		switch env := readEnv(st.PID, buf); {
+		case len(env) == 0:
+			empty = append(empty, st.Ident)
+		case carries(env, mark):
 			out[st.PID] = st
 		}
 	})
-	return out
+	return out, empty
 }
 
-// Kill SIGKILLs every process that carries mark, through a pidfd opened
-// after its start time was checked, until none is left (bounded).
-func Kill(mark string) {
-	for i := 0; i < 50; i++ {
-		live := Live(mark)
-		if len(live) == 0 {
-			return
+// envBuf holds any environment the tests give; a larger one is read in
+// pieces.
+const envBuf = 256 << 10
+
+// readEnv reads pid's environment, each file in one read: the file reads
+// the memory it opened on, which an exec drops, and a read in pieces across
+// an exec returns the first piece alone, the marker (appended last) cut
+// off. A zombie leader's is read from a live thread.
+func readEnv(pid int, buf []byte) []byte {
+	dir := "/proc/" + strconv.Itoa(pid)
+	env := readOnce(dir+"/environ", buf)
+	if len(env) == 0 {
+		if tid := proc.LiveThread(pid); tid != 0 && tid != pid {
+			env = readOnce(dir+"/task/"+strconv.Itoa(tid)+"/environ", buf)
 		}
+	}
+	return env
+}
+
+// readOnce reads path in one read into buf; one larger than buf is read
+// whole, in pieces.
+func readOnce(path string, buf []byte) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	n, _ := f.Read(buf)
+	if n == len(buf) {
+		b, _ := os.ReadFile(path)
+		return b
+	}
+	return buf[:n]
+}
+
+// emptyFor is how long a process's environment must read empty before
+// Kill takes it for a process that has none (as some inits have), not one
+// in an exec; noEnv remembers those, for every later Kill.
+const emptyFor = time.Second
+
+var noEnv = struct {
+	sync.Mutex
+	since map[proc.Ident]time.Time
+}{since: map[proc.Ident]time.Time{}}
+
+// Kill SIGKILLs every process that carries mark, through a pidfd opened
+// after its start time was checked, until none is left and no process
+// could still be in an exec (see look), within killBound.
+func Kill(mark string) {
+	for deadline := time.Now().Add(killBound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		live, empty := look(mark)
 		for _, st := range live {
 			proc.Signal(st.Ident, syscall.SIGKILL)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if len(live) == 0 && !inExec(empty) {
+			return
+		}
 	}
+}
+
+// killBound bounds Kill, for a process that does not die of SIGKILL.
+const killBound = 10 * time.Second
+
+// inExec reports whether any of the processes whose environment read
+// empty has read so, look after look, for less than emptyFor.
+func inExec(empty []proc.Ident) bool {
+	noEnv.Lock()
+	defer noEnv.Unlock()
+	now := time.Now()
+	since := make(map[proc.Ident]time.Time, len(empty))
+	pending := false
+	for _, id := range empty {
+		t, ok := noEnv.since[id]
+		if !ok {
+			t = now
+		}
+		since[id] = t
+		pending = pending || now.Sub(t) < emptyFor
+	}
+	noEnv.since = since // one that read otherwise starts again
+	return pending
 }
