@@ -23,6 +23,10 @@ const QueueEnv = "GPU_HOLD_QUEUE"
 // a build without etcdq (fleet_etcd_test.go checks they agree).
 const etcdPasswordEnv = "GPU_HOLD_ETCD_PASSWORD"
 
+// etcdScheme is etcdq.Scheme, named here for a build without etcdq
+// (fleet_etcd_test.go checks they agree).
+const etcdScheme = "etcd://"
+
 // fleetBinary is the binary built with the etcd backend (-tags etcd),
 // installed next to gpu-hold.
 const fleetBinary = "gpu-hold-fleet"
@@ -43,6 +47,9 @@ type fleetBackend struct {
 	resolve func(g *globalOpts) (*hold.Fleet, error)
 	// about says, for --version and doctor, where the etcd backend is.
 	about func() string
+	// refuse, when set, refuses flags the backend would refuse, before
+	// early. nil in gpu-hold-fleet (its backend says it).
+	refuse func(f *fleetOpts) error
 }
 
 var fleet fleetBackend
@@ -79,6 +86,11 @@ func (f *fleetOpts) selected() bool { return f.spec() != "" || f.Config != "" }
 func (g *globalOpts) fleetEarly() error {
 	if fleet.early == nil || !g.Fleet.selected() {
 		return nil
+	}
+	if fleet.refuse != nil {
+		if err := fleet.refuse(&g.Fleet); err != nil {
+			return err
+		}
 	}
 	return fleet.early()
 }

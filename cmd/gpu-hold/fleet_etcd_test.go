@@ -33,6 +33,9 @@ func TestEtcdBackendRegistered(t *testing.T) {
 	if fleet.early != nil {
 		t.Fatal("the etcd build has an early step: it would exec instead of opening etcd")
 	}
+	if etcdScheme != etcdq.Scheme {
+		t.Fatalf("gpu-hold refuses queues not starting %q, the backend reads %q", etcdScheme, etcdq.Scheme)
+	}
 	if etcdPasswordEnv != etcdq.PasswordEnv {
 		t.Fatalf("flag help names $%s, the backend reads $%s", etcdPasswordEnv, etcdq.PasswordEnv)
 	}

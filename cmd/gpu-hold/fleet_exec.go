@@ -23,9 +23,24 @@ import (
 func init() {
 	fleet = fleetBackend{
 		early:   execFleet,
-		resolve: func(*globalOpts) (*hold.Fleet, error) { return nil, execFleet() },
+		resolve: func(g *globalOpts) (*hold.Fleet, error) {
+			if err := notEtcd(&g.Fleet); err != nil {
+				return nil, err
+			}
+			return nil, execFleet()
+		},
 		about:   aboutFleet,
+		refuse:  notEtcd,
 	}
+}
+
+// notEtcd refuses a queue that is no etcd URL here, rather than after an
+// exec into a gpu-hold-fleet that may not even be installed.
+func notEtcd(f *fleetOpts) error {
+	if spec := f.spec(); spec != "" && !strings.HasPrefix(spec, etcdScheme) {
+		return usageErr("queue %q is not an etcd URL: use %sHOST:PORT[,HOST:PORT...]/PREFIX for the fleet queue, or --dir for a queue directory", spec, etcdScheme)
+	}
+	return nil
 }
 
 // selected names the flags that select the fleet queue, for errors.

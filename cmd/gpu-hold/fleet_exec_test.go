@@ -25,6 +25,9 @@ func TestPlainBuildExecsFleet(t *testing.T) {
 	t.Setenv(QueueEnv, "etcd://127.0.0.1:1/fleet")
 	code, _, stderr, _ = cli(t, "-t", "1s", "--", "true")
 	wantUsage(t, code, stderr, fleetBinary+" is not installed")
+	// A queue that is no etcd URL is refused here, with what to use.
+	code, _, stderr, _ = cli(t, "--queue", "/var/lib/x", "queue")
+	wantUsage(t, code, stderr, `queue "/var/lib/x" is not an etcd URL`)
 	// Commands that open no queue do not need it.
 	if code, _, stderr, _ := cli(t, "completion", "bash"); code != 0 {
 		t.Errorf("completion with $%s set: exit %d\n%s", QueueEnv, code, stderr)
