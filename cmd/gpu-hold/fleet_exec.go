@@ -22,15 +22,15 @@ import (
 
 func init() {
 	fleet = fleetBackend{
-		early:   execFleet,
+		early: execFleet,
 		resolve: func(g *globalOpts) (*hold.Fleet, error) {
 			if err := notEtcd(&g.Fleet); err != nil {
 				return nil, err
 			}
 			return nil, execFleet()
 		},
-		about:   aboutFleet,
-		refuse:  notEtcd,
+		about:  aboutFleet,
+		refuse: notEtcd,
 	}
 }
 
