@@ -28,9 +28,14 @@ func New() string {
 }
 
 // Carries reports whether pid's environment carries mark.
+// Tests call it in walks of the host, so its buffers are reused.
 func Carries(pid int, mark string) bool {
-	return carries(readEnv(pid, make([]byte, envBuf)), mark)
+	buf := envBufs.Get().(*[]byte)
+	defer envBufs.Put(buf)
+	return carries(readEnv(pid, *buf), mark)
 }
+
+var envBufs = sync.Pool{New: func() any { b := make([]byte, envBuf); return &b }}
 
 // carries reports whether the environment block env holds mark.
 func carries(env []byte, mark string) bool {
@@ -56,12 +61,13 @@ func look(mark string) (map[int]proc.Stat, []proc.Ident) {
 	out := make(map[int]proc.Stat)
 	var empty []proc.Ident
 	self := os.Getpid()
-	buf := make([]byte, envBuf)
+	buf := envBufs.Get().(*[]byte)
+	defer envBufs.Put(buf)
 	proc.Walk(func(st proc.Stat) {
 		if st.PID == self || st.Dead() || st.Flags&pfKthread != 0 {
 			return
 		}
-		switch env := readEnv(st.PID, buf); {
+		switch env := readEnv(st.PID, *buf); {
 		case len(env) == 0:
 			empty = append(empty, st.Ident)
 		case carries(env, mark):
