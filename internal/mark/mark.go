@@ -43,10 +43,42 @@ func carries(env []byte, mark string) bool {
 }
 
 // Live returns the live (not zombie) processes that carry mark, but the
-// calling process.
+// calling process. A process the walk caught in an exec is read again,
+// alone, until it can be told (see look), within liveBound.
 func Live(mark string) map[int]proc.Stat {
-	live, _ := look(mark)
+	live, empty := look(mark)
+	buf := envBufs.Get().(*[]byte)
+	defer envBufs.Put(buf)
+	for deadline := time.Now().Add(liveBound); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		empty = tell(empty, mark, *buf, live)
+		if !inExec(empty) {
+			break
+		}
+	}
 	return live
+}
+
+// liveBound bounds Live's second looks; two emptyFor, as one read empty
+// for emptyFor is taken for a process with no environment.
+const liveBound = 2 * emptyFor
+
+// tell reads again each of the processes whose environment read empty,
+// adds to live those that now show mark, and returns those still empty.
+func tell(empty []proc.Ident, mark string, buf []byte, live map[int]proc.Stat) []proc.Ident {
+	var still []proc.Ident
+	for _, id := range empty {
+		st, ok := proc.LiveStat(id)
+		if !ok {
+			continue
+		}
+		switch env := readEnv(id.PID, buf); {
+		case len(env) == 0:
+			still = append(still, id)
+		case carries(env, mark):
+			live[id.PID] = st
+		}
+	}
+	return still
 }
 
 // pfKthread is the kernel's task flag of a kernel thread.

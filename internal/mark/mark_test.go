@@ -1,4 +1,4 @@
-// mark_test.go tests Kill against processes caught in an execve.
+// mark_test.go tests Kill and Live against processes caught in an execve.
 package mark
 
 import (
@@ -28,6 +28,25 @@ func TestKillCatchesExec(t *testing.T) {
 			Kill(m)
 			<-done
 			t.Fatalf("round %d: the process outlived Kill by 5 s", i)
+		}
+	}
+}
+
+// A process that Live looks for just as it execs its next program is
+// counted, not taken for gone.
+func TestLiveCatchesExec(t *testing.T) {
+	for i := range 100 {
+		m := New()
+		cmd := exec.Command("bash", "-c", "sleep 300")
+		cmd.Env = append(os.Environ(), Env+"="+m)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		n := len(Live(m))
+		Kill(m)
+		cmd.Wait()
+		if n != 1 {
+			t.Fatalf("round %d: Live found %d processes, want 1", i, n)
 		}
 	}
 }
