@@ -266,10 +266,13 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 		name, grace, joiner string
 		maxHold             time.Duration
 	}{
-		{"grace-0", "0", `trap "" TERM; exec sleep 300`, time.Second},
-		{"grace-1s", "1s", `trap "" TERM; exec sleep 300`, time.Second},
+		// 3 s: the joiner must be in the group before the teardown's
+		// first walk (checked below), even on a loaded host. One that
+		// joins during the teardown is another route (see issue notes).
+		{"grace-0", "0", `trap "" TERM; exec sleep 300`, 3 * time.Second},
+		{"grace-1s", "1s", `trap "" TERM; exec sleep 300`, 3 * time.Second},
 		// It says when its trap is set: a TERM before that would end
-		// it without the file. 3 s leaves a loaded host time for that.
+		// it without the file.
 		{"grace-1s-term", "1s", `trap 'echo > "$GH_T/joiner-termed"; exit 0' TERM; echo $$ > "$GH_T/joiner-ready.tmp" && mv "$GH_T/joiner-ready.tmp" "$GH_T/joiner-ready"; sleep 300 & wait`, 3 * time.Second},
 	} {
 		grace := shape.grace
@@ -289,6 +292,9 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 			go joiner.Wait() // reap it: a zombie is dead
 			if st := stat(t, joiner.Process.Pid); st.PGID != root {
 				t.Fatalf("test shape: the joiner is in group %d, not the payload's %d", st.PGID, root)
+			}
+			if strings.Contains(h.Stderr(), "max hold reached") {
+				t.Fatalf("test shape: the hold's teardown began before the joiner was in the payload's group")
 			}
 			if shape.name == "grace-1s-term" {
 				readPid(t, filepath.Join(d, "joiner-ready"), 10*time.Second)
