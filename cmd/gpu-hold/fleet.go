@@ -55,8 +55,8 @@ type fleetBackend struct {
 var fleet fleetBackend
 
 func addFleetFlags(pf *pflag.FlagSet, f *fleetOpts) {
-	pf.StringVar(&f.Queue, "queue", "", "queue backend: etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=S&budget=K] for the fleet queue, served by gpu-hold-fleet (default $"+QueueEnv+", else the queue directory)")
-	pf.StringVar(&f.Config, "etcd-config", "", "JSON file with the etcd settings (endpoints, prefix, ttl, budget, cacert, cert, key, user, password_file)")
+	pf.StringVar(&f.Queue, "queue", "", "queue backend: etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=S&budget=K&connect=S] for the fleet queue, served by gpu-hold-fleet (default $"+QueueEnv+", else the queue directory)")
+	pf.StringVar(&f.Config, "etcd-config", "", "JSON file with the etcd settings (endpoints, prefix, ttl, budget, connect, cacert, cert, key, user, password_file)")
 	pf.StringVar(&f.CACert, "etcd-cacert", "", "CA bundle that etcd's server certificate must chain to")
 	pf.StringVar(&f.Cert, "etcd-cert", "", "client certificate for etcd")
 	pf.StringVar(&f.Key, "etcd-key", "", "client key for etcd")

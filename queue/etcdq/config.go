@@ -32,8 +32,10 @@ type Config struct {
 	Budget    int           `json:"budget,omitempty"` // concurrent holders per resource (default: the fleet's, else 1)
 	// budgetGiven: Budget was set (URL or file), so it must be the fleet's.
 	budgetGiven bool
-	// ConnectTimeout bounds the first contact (default 10s).
+	// ConnectTimeout bounds the first contact and each call that waits
+	// for etcd to answer (default 10s); ConnectSec sets it in seconds.
 	ConnectTimeout time.Duration `json:"-"`
+	ConnectSec     int           `json:"connect,omitempty"`
 	CACert         string        `json:"cacert,omitempty"`
 	Cert           string        `json:"cert,omitempty"`
 	Key            string        `json:"key,omitempty"`
@@ -48,7 +50,7 @@ type Config struct {
 // Is reports whether spec selects the etcd backend.
 func Is(spec string) bool { return strings.HasPrefix(spec, Scheme) }
 
-// ParseURL reads etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=S&budget=K]
+// ParseURL reads etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=S&budget=K&connect=S]
 // into c (fields already set by a config file are kept unless the URL
 // names them).
 func (c *Config) ParseURL(spec string) error {
@@ -80,15 +82,17 @@ func (c *Config) ParseURL(spec string) error {
 			c.TTLSec = n
 		case "budget":
 			c.Budget = n
+		case "connect":
+			c.ConnectSec = n
 		default:
-			return fmt.Errorf("queue %q: unknown setting %q (known: ttl, budget)", spec, k)
+			return fmt.Errorf("queue %q: unknown setting %q (known: ttl, budget, connect)", spec, k)
 		}
 	}
 	return nil
 }
 
 // LoadFile reads a JSON config file (endpoints, prefix, ttl, budget,
-// cacert, cert, key, user, password_file) into c.
+// connect, cacert, cert, key, user, password_file) into c.
 func (c *Config) LoadFile(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -97,7 +101,7 @@ func (c *Config) LoadFile(path string) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(c); err != nil {
-		return fmt.Errorf("etcd config %s: %v (fields: endpoints, prefix, ttl, budget, cacert, cert, key, user, password_file)", path, err)
+		return fmt.Errorf("etcd config %s: %v (fields: endpoints, prefix, ttl, budget, connect, cacert, cert, key, user, password_file)", path, err)
 	}
 	return nil
 }
@@ -126,6 +130,9 @@ func (c *Config) Finish() error {
 	c.budgetGiven = c.budgetGiven || c.Budget > 0
 	if c.Budget <= 0 {
 		c.Budget = 1
+	}
+	if c.ConnectSec > 0 {
+		c.ConnectTimeout = time.Duration(c.ConnectSec) * time.Second
 	}
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 10 * time.Second
