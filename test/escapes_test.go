@@ -350,12 +350,16 @@ func routeE7(t *testing.T, rg rig) {
 			t.Parallel()
 			mark := newMark(t)
 			d, q := rg.dirs(t)
-			script(t, d, "cleaner.sh", `trap 'sleep 0.5; put cleaned$2 $$; exit 0' TERM
+			// The trap names its file by $n, not $2: a trap runs in the
+			// function it interrupts, where $2 is that function's (a TERM
+			// that lands in put's own call would name the file by $$).
+			script(t, d, "cleaner.sh", `n=$2
+trap 'sleep 0.5; put cleaned$n $$; exit 0' TERM
 if [ "$1" = stop ]; then
-	( until [ "$(cut -d' ' -f3 /proc/$$/stat)" = T ]; do sleep 0.01; done; put ready$2 $$ ) &
+	( until [ "$(cut -d' ' -f3 /proc/$$/stat)" = T ]; do sleep 0.01; done; put ready$n $$ ) &
 	kill -STOP $$
 else
-	put ready$2 $$
+	put ready$n $$
 fi
 while :; do sleep 0.05; done
 `)
@@ -364,7 +368,7 @@ while :; do sleep 0.05; done
 			requireEnd(t, r, sh.code, false)
 			for i := 1; i <= sh.n; i++ {
 				if !exists(filepath.Join(d, fmt.Sprintf("cleaned%d", i))) {
-					t.Errorf("child %d's TERM handler did not finish: it got no TERM, or no time before KILL", i)
+					t.Errorf("child %d's TERM handler did not finish: it got no TERM, or no time before KILL\nstderr:\n%s", i, r.Stderr)
 				}
 			}
 			requireNoneLeft(t, mark)
