@@ -57,7 +57,7 @@ func MakeSpares(stock int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := pinDevscan(); err != nil {
+	if err := errors.Join(pinDevscan(), pinGroups()); err != nil {
 		return 0, err
 	}
 	made := 0

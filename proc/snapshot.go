@@ -1,6 +1,7 @@
 // snapshot.go owns one walk of /proc shared by everything that needs it in
 // a teardown pass: the lineage, the payload's group and its cgroup are all
-// looked up in the same walk instead of each walking /proc again.
+// looked up in the same walk instead of each walking /proc again; or, where
+// the kernel has named the processes that matter, a read of those alone.
 package proc
 
 // Snapshot is every process seen by one walk of /proc.
@@ -17,6 +18,22 @@ func TakeSnapshot() (*Snapshot, error) {
 		s.Children[st.PPID] = append(s.Children[st.PPID], st.PID)
 	})
 	return s, err
+}
+
+// SnapshotOf reads the stat of each of pids still there (once each): a
+// snapshot of those processes only, for a pass that knows whom to look at.
+func SnapshotOf(pids []int) *Snapshot {
+	s := &Snapshot{ByPID: make(map[int]Stat, len(pids)), Children: make(map[int][]int)}
+	for _, pid := range pids {
+		if _, seen := s.ByPID[pid]; seen {
+			continue
+		}
+		if st, err := ReadStat(pid); err == nil {
+			s.ByPID[pid] = st
+			s.Children[st.PPID] = append(s.Children[st.PPID], pid)
+		}
+	}
+	return s
 }
 
 // Get returns the stat of id when the snapshot has that very process alive.

@@ -100,7 +100,7 @@ func (td *Teardown) targets() map[proc.Ident]proc.Stat {
 		}
 		set[st.Ident] = st
 	}
-	snap, err := proc.TakeSnapshot()
+	snap, err := td.snapshot()
 	if err != nil {
 		td.Log.Warn().Err(err).Msg("cannot walk /proc; ending what the tracker and cgroup name")
 	}
@@ -124,6 +124,29 @@ func (td *Teardown) targets() map[proc.Ident]proc.Stat {
 		}
 	}
 	return set
+}
+
+// snapshot is what a pass looks at: every process in /proc; or, where
+// the tracker's members come from the kernel (eBPF: each read on its own by
+// LiveIn) and the kernel lists the payload's group, only the group, the
+// cgroup's members and the group's leader. The union is the same; on a
+// host of tens of thousands of processes the walk is not.
+func (td *Teardown) snapshot() (*proc.Snapshot, error) {
+	if td.Tracker == nil || !tracker.KernelListed(td.Tracker) {
+		return proc.TakeSnapshot()
+	}
+	var pids []int
+	if td.PGID > 0 && td.PGID != td.selfPGID {
+		group, err := tracker.GroupMembers(td.PGID)
+		if err != nil {
+			return proc.TakeSnapshot()
+		}
+		pids = append(group, td.PGID)
+	}
+	if td.Cgroup != nil {
+		pids = append(pids, td.Cgroup.PIDs()...)
+	}
+	return proc.SnapshotOf(pids), nil
 }
 
 // openGroup opens the payload's process group through its leader's pidfd,

@@ -254,8 +254,8 @@ exec sleep 300
 // walking /proc for it).
 //
 // In grace-1s-term the joiner acts on TERM (it writes a file and exits):
-// the group's members get TERM like the lineage's, found by the walk of
-// /proc.
+// the group's members get TERM like the lineage's, found by a walk of
+// /proc or, under eBPF, by the kernel's list of the group.
 //
 // Catches: a teardown that ends only the lineage and the cgroup; one that
 // KILLs the group without its TERM first (no file).

@@ -19,10 +19,11 @@ import (
 // Dev is a device node's kind and number.
 type Dev = bpf.Dev
 
-// devscanAllowed says, once per process, why the kernel cannot be asked
-// here (nil: it can): a failed attempt costs a load of the kernel's BTF,
-// which a host that cannot load BPF at all should not pay on every scan.
-var devscanAllowed = sync.OnceValue(func() error {
+// itersAllowed says, once per process, why the kernel's iterators (the
+// device scan, the process groups) cannot be asked here (nil: they can): a
+// failed attempt costs a load of the kernel's BTF, which a host that
+// cannot load BPF at all should not pay on every scan.
+var itersAllowed = sync.OnceValue(func() error {
 	caps, err := EffectiveCaps()
 	if err != nil {
 		return err
@@ -43,13 +44,13 @@ var devscanAllowed = sync.OnceValue(func() error {
 const walkCheaperBelow = 300
 
 // errSmallHost is FindDevicePIDs' answer on a host small enough to walk.
-var errSmallHost = errors.New("the host is small enough that a walk of /proc costs less than loading the BPF device scan")
+var errSmallHost = errors.New("the host is small enough that a walk of /proc costs less than loading a BPF iterator")
 
 // FindDevicePIDs returns the tgid of every process that has one of devs
 // open, read from the kernel's fd tables in one pass. An error says why the
 // kernel could not answer, or should not: walk /proc instead.
 func FindDevicePIDs(devs []Dev) ([]int, error) {
-	if err := devscanAllowed(); err != nil {
+	if err := itersAllowed(); err != nil {
 		return nil, err
 	}
 	if !bpf.KernelBTFRead() && !bpf.DevscanPinned() && hostTasks() < walkCheaperBelow {
@@ -60,7 +61,7 @@ func FindDevicePIDs(devs []Dev) ([]int, error) {
 
 // KernelDevicePIDs is FindDevicePIDs whatever the host's size.
 func KernelDevicePIDs(devs []Dev) ([]int, error) {
-	if err := devscanAllowed(); err != nil {
+	if err := itersAllowed(); err != nil {
 		return nil, err
 	}
 	files, err := bpf.FindDeviceFiles(devs)
