@@ -13,12 +13,7 @@ import (
 // read whole while the exec is under way.
 func TestKillCatchesExec(t *testing.T) {
 	for i := range 100 {
-		m := New()
-		cmd := exec.Command("bash", "-c", "sleep 300")
-		cmd.Env = append(os.Environ(), Env+"="+m)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		m, cmd := startExecer(t)
 		Kill(m)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -36,12 +31,7 @@ func TestKillCatchesExec(t *testing.T) {
 // counted, not taken for gone.
 func TestLiveCatchesExec(t *testing.T) {
 	for i := range 100 {
-		m := New()
-		cmd := exec.Command("bash", "-c", "sleep 300")
-		cmd.Env = append(os.Environ(), Env+"="+m)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		m, cmd := startExecer(t)
 		n := len(Live(m))
 		Kill(m)
 		cmd.Wait()
@@ -49,4 +39,17 @@ func TestLiveCatchesExec(t *testing.T) {
 			t.Fatalf("round %d: Live found %d processes, want 1", i, n)
 		}
 	}
+}
+
+// startExecer starts, under a fresh marker, a bash that at once execs its
+// one command in place.
+func startExecer(t *testing.T) (string, *exec.Cmd) {
+	t.Helper()
+	m := New()
+	cmd := exec.Command("bash", "-c", "sleep 300")
+	cmd.Env = append(os.Environ(), Env+"="+m)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return m, cmd
 }
