@@ -117,8 +117,12 @@ func (td *Teardown) targets() map[proc.Ident]proc.Stat {
 		}
 	}
 	if td.Cgroup != nil {
+		// A member the look at /proc did not list (it joined the cgroup
+		// after it) is read on its own.
 		for _, pid := range td.Cgroup.PIDs() {
 			if st, ok := snap.ByPID[pid]; ok {
+				add(st)
+			} else if st, err := proc.ReadStat(pid); err == nil {
 				add(st)
 			}
 		}
