@@ -15,6 +15,10 @@ const groupsPinProg = "prog"
 
 func groupsPinDir() string { return filepath.Join(SpareRoot, "groups_"+spareBuild()) }
 
+// GroupsPinned reports whether the shared process-group iterator is
+// there to open.
+func GroupsPinned() bool { return groupsPinned() }
+
 func groupsPinned() bool {
 	_, err := os.Stat(filepath.Join(groupsPinDir(), groupsPinProg))
 	return err == nil

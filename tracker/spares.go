@@ -22,6 +22,10 @@ const SpareRoot = bpf.SpareRoot
 // SpareCount is how many spares are there to take.
 func SpareCount() int { return bpf.SpareCount() }
 
+// IteratorsPinned reports whether the host's shared device-scan and
+// process-group iterators are pinned (the spare maker pins both).
+func IteratorsPinned() (devscan, groups bool) { return bpf.DevscanPinned(), bpf.GroupsPinned() }
+
 // SparesLow reports whether fewer spares than the stock are there.
 func SparesLow() bool { return bpf.SpareCount() < bpf.SpareStock }
 

@@ -225,7 +225,18 @@ func runDoctorChecks() doctorReport {
 	}
 	add("bpffs", fsErr, fsDetail)
 	add("bpf spares", nil, sparesDetail())
+	add("bpf iterators", nil, itersDetail())
 	return rep
+}
+
+// itersDetail says whether an eBPF hold opens the host's iterators or
+// loads its own: without the group list its teardown walks /proc.
+func itersDetail() string {
+	devscan, groups := tracker.IteratorsPinned()
+	if devscan && groups {
+		return "device scan and process groups pinned: a hold opens them, and an eBPF teardown reads the payload's group from the kernel instead of walking /proc"
+	}
+	return fmt.Sprintf("device scan pinned: %v, process groups pinned: %v; the spare maker pins both (in %s) after the next eBPF hold's payload starts", devscan, groups, tracker.SpareRoot)
 }
 
 // sparesDetail says how many loaded eBPF lineages wait for the next holds.

@@ -49,3 +49,17 @@ func TestDoctorKernelSeal(t *testing.T) {
 		t.Errorf("kernel row %+v, seal %q for a bad GPU_HOLD_BPF_SEAL", c, seal)
 	}
 }
+
+// TestDoctorIteratorsRow: doctor says whether the host's iterators are
+// pinned, and what an eBPF teardown does without the group list.
+func TestDoctorIteratorsRow(t *testing.T) {
+	for _, c := range runDoctorChecks().Checks {
+		if c.Name == "bpf iterators" {
+			if !strings.Contains(c.Detail, "process groups") || !strings.Contains(c.Detail, "device scan") {
+				t.Errorf("bpf iterators row %+v names neither iterator", c)
+			}
+			return
+		}
+	}
+	t.Error("doctor has no bpf iterators row")
+}
