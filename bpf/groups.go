@@ -27,7 +27,7 @@ var groupsObjs struct {
 func GroupsReady() bool {
 	groupsObjs.mu.Lock()
 	defer groupsObjs.mu.Unlock()
-	return groupsObjs.prog != nil || KernelBTFRead() || groupsPinned()
+	return groupsObjs.prog != nil || KernelBTFRead() || GroupsPinned()
 }
 
 // GroupMembers returns the tgid of every process whose process group is

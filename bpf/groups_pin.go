@@ -17,9 +17,7 @@ func groupsPinDir() string { return filepath.Join(SpareRoot, "groups_"+spareBuil
 
 // GroupsPinned reports whether the shared process-group iterator is
 // there to open.
-func GroupsPinned() bool { return groupsPinned() }
-
-func groupsPinned() bool {
+func GroupsPinned() bool {
 	_, err := os.Stat(filepath.Join(groupsPinDir(), groupsPinProg))
 	return err == nil
 }
@@ -35,7 +33,7 @@ func openPinnedGroups() (*ebpf.Program, error) {
 // pinGroups loads the process-group iterator and pins it for the host,
 // unless it is pinned already. SpareRoot must exist (openSpareRoot).
 func pinGroups() error {
-	if groupsPinned() {
+	if GroupsPinned() {
 		return nil
 	}
 	spec, err := loadGroups()
