@@ -307,7 +307,7 @@ func routeGroupJoiner(t *testing.T, rg rig) {
 			requireNoneLeft(t, mark)
 			if shape.name == "grace-1s-term" {
 				if _, err := os.Stat(filepath.Join(d, "joiner-termed")); err != nil {
-					t.Errorf("the group's joiner never acted on a TERM: %v", err)
+					t.Errorf("the group's joiner never acted on a TERM: %v\nthe hold's stderr:\n%s", err, h.Stderr())
 				}
 			}
 		})
