@@ -133,6 +133,19 @@ func decode(raw []byte) (Event, error) {
 	return ev, nil
 }
 
+// unreadBytes is how much of the ring buffer no reader has consumed.
+func (l *Lineage) unreadBytes() (int, error) {
+	if l.maps.Events == nil {
+		return 0, ErrClosed
+	}
+	rd, err := ringbuf.NewReader(l.maps.Events)
+	if err != nil {
+		return 0, fmt.Errorf("opening the lineage ring buffer: %w", err)
+	}
+	defer rd.Close()
+	return rd.AvailableBytes(), nil
+}
+
 // Reader reads events from one lineage's ring buffer.
 type Reader struct {
 	rd    *ringbuf.Reader

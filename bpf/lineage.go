@@ -83,6 +83,11 @@ type Lineage struct {
 	progs  lineagePrograms
 	links  []link.Link
 	spare  bool // taken from the spares (TakeSpare), not loaded by this process
+	// req is the seal request a spare of this copy is named by: set when
+	// it was loaded or taken as the environment asks (so Recycle may give
+	// it back), empty when a seal or a size was forced or it was opened
+	// from pins.
+	req string
 }
 
 // validHoldID reports whether id is 1 to 200 of letters, digits, '.', '_'
@@ -121,6 +126,9 @@ func Load(opts Options) (*Lineage, error) {
 	l, err := loadObjects(seal, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts == (Options{HoldID: opts.HoldID}) {
+		l.req, _ = sealRequest()
 	}
 	return l.begin(opts.HoldID)
 }
@@ -357,14 +365,20 @@ func (l *Lineage) Members() ([]Member, error) {
 	}
 }
 
-// Close detaches the programs and frees the maps, unless they are pinned:
-// pinned objects stay in the kernel (and keep tracking) until Unpin.
-func (l *Lineage) Close() error {
+// detach closes the links: the programs stop, unless pins hold the links.
+func (l *Lineage) detach() error {
 	var errs []error
 	for _, lk := range l.links {
 		errs = append(errs, lk.Close())
 	}
 	l.links = nil
+	return errors.Join(errs...)
+}
+
+// Close detaches the programs and frees the maps, unless they are pinned:
+// pinned objects stay in the kernel (and keep tracking) until Unpin.
+func (l *Lineage) Close() error {
+	errs := []error{l.detach()}
 	for _, c := range []interface{ Close() error }{l.progs.OnFork, l.progs.OnExec, l.progs.OnExit,
 		l.maps.Config, l.maps.State, l.maps.Lineage, l.maps.Events} {
 		errs = append(errs, c.Close()) // nil-safe

@@ -88,6 +88,7 @@ func TakeSpare(holdID string) (*Lineage, error) {
 			last = err
 			continue
 		}
+		l.req = req
 		return l.begin(holdID)
 	}
 	return nil, last
@@ -154,8 +155,10 @@ func openSpare(dir string, seal SealMode) (_ *Lineage, err error) {
 	return l, l.checkPristine()
 }
 
-// checkPristine refuses a lineage whose config was ever written or whose
-// programs ever admitted anyone.
+// checkPristine refuses a lineage that is not as a fresh load leaves it: a
+// config ever written (a seal left set would kill the next payload's
+// children at birth), a counter moved, a member in the map or an event
+// unread. A recycled spare (Recycle) must pass it as a made one does.
 func (l *Lineage) checkPristine() error {
 	c, err := l.readConfig()
 	if err != nil {
@@ -165,7 +168,17 @@ func (l *Lineage) checkPristine() error {
 	if err != nil {
 		return err
 	}
-	if c != (lineageHoldConfig{}) || s.Admitted != 0 || s.Roots != 0 {
+	var k uint32
+	err = l.maps.Lineage.NextKey(nil, &k)
+	member := !errors.Is(err, ebpf.ErrKeyNotExist)
+	if member && err != nil {
+		return fmt.Errorf("reading the spare's lineage map: %w", err)
+	}
+	unread, err := l.unreadBytes()
+	if err != nil {
+		return err
+	}
+	if c != (lineageHoldConfig{}) || s != (lineageHoldState{}) || member || unread != 0 {
 		return errors.New("a spare lineage was used before: not taken")
 	}
 	return nil

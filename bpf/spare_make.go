@@ -94,6 +94,11 @@ func makeSpare(req string, seal SealMode) error {
 		return err
 	}
 	defer l.Close() // the pins keep the objects
+	return l.pinSpare(req, seal)
+}
+
+// pinSpare pins l's maps and programs as a spare of req and seal.
+func (l *Lineage) pinSpare(req string, seal SealMode) error {
 	pins := map[string]pinner{}
 	for _, name := range pinMaps {
 		pins[name] = l.mapByName(name)

@@ -231,13 +231,16 @@ func (t *bpfTracker) Counters() record.Counters {
 	return t.count
 }
 
-// Close reads the events still in the ring buffer, then frees the kernel
-// objects (a pinned lineage stays in the kernel until unpinned).
+// Close reads the events still in the ring buffer, then detaches the
+// programs and gives the lineage back to the spares when it can be one
+// (bpf.Lineage.Recycle), else frees the kernel objects (a pinned lineage
+// stays in the kernel until unpinned).
 func (t *bpfTracker) Close() error {
 	var err error
 	t.close.Do(func() {
 		t.Finish()
-		err = errors.Join(t.rd.Close(), t.l.Close())
+		_, err = t.l.Recycle(t.rd)
+		err = errors.Join(err, t.rd.Close(), t.l.Close())
 	})
 	return err
 }

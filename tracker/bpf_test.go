@@ -654,3 +654,37 @@ func TestBPFQueuedTrackerSleeps(t *testing.T) {
 		t.Errorf("%d drains in %v of an idle lineage, want about 4 (one per %v)", n, 4*idleInterval, idleInterval)
 	}
 }
+
+// A closed tracker's lineage goes back to the spares, and the next tracker
+// takes it and tracks a payload of its own. Under GPU_HOLD_BPF_SEAL=fork,
+// whose spares no other test process makes, the stock counted is this
+// test's.
+func TestBPFClosedTrackerIsSpare(t *testing.T) {
+	t.Setenv(bpf.SealEnv, "fork")
+	btNeedBPF(t)
+	if _, err := MakeSpares(); err != nil {
+		t.Fatal(err)
+	}
+	var taken []Tracker
+	for range bpf.SpareStock {
+		tr, _ := btTracker(t)
+		taken = append(taken, tr)
+	}
+	if n := SpareCount(); n != 0 {
+		t.Fatalf("%d spares left after taking %d, want none", n, bpf.SpareStock)
+	}
+	mark := btNewMark(t)
+	cmd, _ := btLaunch(t, taken[0], mark, nil, "bash", "-c", "true & wait")
+	cmd.Wait()
+	btWaitFor(t, 10*time.Second, "an empty lineage", func() bool { return len(btLivePIDs(t, taken[0])) == 0 })
+	taken[0].Close()
+	if n := SpareCount(); n != 1 {
+		t.Fatalf("%d spares after a finished tracker closed, want 1 (its lineage given back)", n)
+	}
+	next, _ := btTracker(t)
+	if p := Programs(next); p != "spare" {
+		t.Fatalf("the next tracker's programs were %s, want the recycled spare", p)
+	}
+	btLaunch(t, next, mark, nil, "bash", "-c", "sleep 300 & exec sleep 301")
+	btSameAsMarked(t, next, mark, 2, "sleep")
+}
