@@ -133,17 +133,22 @@ func decode(raw []byte) (Event, error) {
 	return ev, nil
 }
 
-// unreadBytes is how much of the ring buffer no reader has consumed.
+// unreadBytes is how much of the ring buffer no reader has consumed: the
+// producer's position less the consumer's, read from the ring's first two
+// pages mapped read-only (a full reader would map and fault in the whole
+// ring, on a spare taker's path).
 func (l *Lineage) unreadBytes() (int, error) {
 	if l.maps.Events == nil {
 		return 0, ErrClosed
 	}
-	rd, err := ringbuf.NewReader(l.maps.Events)
+	page := os.Getpagesize()
+	m, err := unix.Mmap(l.maps.Events.FD(), 0, 2*page, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return 0, fmt.Errorf("opening the lineage ring buffer: %w", err)
+		return 0, fmt.Errorf("mapping the lineage ring buffer's positions: %w", err)
 	}
-	defer rd.Close()
-	return rd.AvailableBytes(), nil
+	defer unix.Munmap(m)
+	consumer, producer := binary.NativeEndian.Uint64(m), binary.NativeEndian.Uint64(m[page:])
+	return int(producer - consumer), nil
 }
 
 // Reader reads events from one lineage's ring buffer.
