@@ -169,8 +169,8 @@ func loadObjects(seal SealMode, opts Options) (*Lineage, error) {
 	return &Lineage{seal: seal, maps: objs.lineageMaps, progs: objs.lineagePrograms}, nil
 }
 
-// begin names the hold in the config map and attaches the programs; on
-// failure the lineage is closed.
+// begin names the hold in the config map and attaches the programs (a
+// spare may come attached); on failure the lineage is closed.
 func (l *Lineage) begin(holdID string) (_ *Lineage, err error) {
 	l.holdID, l.id = holdID, HashHoldID(holdID)
 	defer func() {
@@ -181,19 +181,29 @@ func (l *Lineage) begin(holdID string) (_ *Lineage, err error) {
 	if err := l.writeConfig(lineageHoldConfig{HoldId: l.id}); err != nil {
 		return nil, err
 	}
-	// Attach exit and exec before fork, so that no member is admitted
-	// whose exit could go unseen.
+	if len(l.links) == 0 { // else a spare taken attached
+		if err := l.attach(); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// attach attaches the programs (in pinLinks' order). Exit and exec come
+// before fork, so that no member is admitted whose exit could go unseen.
+// Attached with no launcher and an empty lineage map, they admit no one.
+func (l *Lineage) attach() error {
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
 	}{{"sched_process_exit", l.progs.OnExit}, {"sched_process_exec", l.progs.OnExec}, {"sched_process_fork", l.progs.OnFork}} {
 		lk, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
 		if err != nil {
-			return nil, fmt.Errorf("attaching to tracepoint %s: %w", p.name, err)
+			return fmt.Errorf("attaching to tracepoint %s: %w", p.name, err)
 		}
 		l.links = append(l.links, lk)
 	}
-	return l, nil
+	return nil
 }
 
 // LoadError is a refusal by the kernel to load the programs. Line is the

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -152,7 +153,26 @@ func openSpare(dir string, seal SealMode) (_ *Lineage, err error) {
 		}
 		*progs[i] = p
 	}
+	if err := l.openSpareLinks(dir); err != nil {
+		return nil, err
+	}
 	return l, l.checkPristine()
+}
+
+// openSpareLinks opens the spare's pinned links: all of them, or none (a
+// spare pinned unattached, which begin attaches).
+func (l *Lineage) openSpareLinks(dir string) error {
+	for _, name := range pinLinks {
+		lk, err := link.LoadPinnedLink(filepath.Join(dir, name), nil)
+		if errors.Is(err, os.ErrNotExist) && len(l.links) == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("opening spare link %s: %w", name, err)
+		}
+		l.links = append(l.links, lk)
+	}
+	return nil
 }
 
 // checkPristine refuses a lineage that is not as a fresh load leaves it: a
@@ -168,17 +188,15 @@ func (l *Lineage) checkPristine() error {
 	if err != nil {
 		return err
 	}
-	var k uint32
-	err = l.maps.Lineage.NextKey(nil, &k)
-	member := !errors.Is(err, ebpf.ErrKeyNotExist)
-	if member && err != nil {
-		return fmt.Errorf("reading the spare's lineage map: %w", err)
+	empty, err := l.lineageEmpty()
+	if err != nil {
+		return err
 	}
 	unread, err := l.unreadBytes()
 	if err != nil {
 		return err
 	}
-	if c != (lineageHoldConfig{}) || s != (lineageHoldState{}) || member || unread != 0 {
+	if c != (lineageHoldConfig{}) || s != (lineageHoldState{}) || !empty || unread != 0 {
 		return errors.New("a spare lineage was used before: not taken")
 	}
 	return nil
@@ -194,4 +212,17 @@ func removeSpareDir(dir string) {
 		}
 	}
 	os.Remove(dir)
+}
+
+// lineageEmpty reports whether the lineage map holds no member.
+func (l *Lineage) lineageEmpty() (bool, error) {
+	var k uint32
+	err := l.maps.Lineage.NextKey(nil, &k)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the lineage map: %w", err)
+	}
+	return false, nil
 }

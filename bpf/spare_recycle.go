@@ -1,5 +1,5 @@
 // spare_recycle.go owns giving a finished hold's lineage back to the
-// spares: detached, reset to what a fresh load is, checked as a taker
+// spares: once quiet, reset to what a fresh load is, checked as a taker
 // checks a spare, and pinned as the maker pins one. A chain of holds then
 // takes back what it gives, instead of outrunning the one maker and
 // loading its own copy while the device waits.
@@ -11,16 +11,15 @@ import (
 	"os"
 )
 
-// Recycle detaches the lineage and gives it back to the spares when it may
-// be one (mayRecycle) and fewer than SpareStock are there. rd is its
-// reader: what the ring buffer still holds is drained and dropped (the
-// hold's record is closed by now). It reports whether the lineage became a
-// spare; close it either way (the pins keep the objects).
+// Recycle gives the lineage back to the spares when it may be one
+// (mayRecycle), is quiet (nothing can be admitted, nothing is left to
+// report) and fewer than SpareStock are there. It stays attached (see
+// pinSpare). rd is its reader: what the ring buffer still holds is drained
+// and dropped (the hold's record is closed by now). It reports whether the
+// lineage became a spare; close it either way (the pins keep the objects,
+// and a lineage not given back is detached and freed).
 func (l *Lineage) Recycle(rd *Reader) (bool, error) {
-	if err := l.detach(); err != nil {
-		return false, err
-	}
-	if !l.mayRecycle() || !stockLow() {
+	if !l.mayRecycle() || !stockLow() || !l.quiet() {
 		return false, nil
 	}
 	if _, err := rd.Drain(func(Event) {}); err != nil {
@@ -30,12 +29,29 @@ func (l *Lineage) Recycle(rd *Reader) (bool, error) {
 		return false, err
 	}
 	if err := l.checkPristine(); err != nil {
-		return false, nil // a member left: not a spare
+		return false, nil // an event came in after all: not a spare
+	}
+	if len(l.links) == 0 {
+		if err := l.attach(); err != nil {
+			return false, err
+		}
 	}
 	if err := l.pinSpare(l.req, l.seal); err != nil {
 		return false, fmt.Errorf("giving the lineage back to the spares: %w", err)
 	}
 	return true, nil
+}
+
+// quiet: no launcher is named and the lineage map is empty, so the
+// attached programs can admit no one and emit nothing from now on (and
+// resetting the seal frees no member from it).
+func (l *Lineage) quiet() bool {
+	c, err := l.readConfig()
+	if err != nil || c.Launcher != 0 {
+		return false
+	}
+	empty, err := l.lineageEmpty()
+	return err == nil && empty
 }
 
 // stockLow: the spare directory is there, root's own, and holds fewer than

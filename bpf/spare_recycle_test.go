@@ -2,8 +2,8 @@
 // as root: what comes back is as fresh as a made spare (no seal, counter,
 // member or event of the hold before), and what cannot be fresh, or is not
 // wanted, is not given back. The tests run under GPU_HOLD_BPF_SEAL=fork,
-// a request no other test process makes spares of, so the stock they count
-// is their own.
+// a request only spare tests make spares of, each holding the stock's lock
+// (teststock), so the stock they count is their own.
 package bpf
 
 import (
@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/internal/teststock"
 )
 
 // ownStock makes the spare directory, and takes and closes every spare of
 // the fork request, so that a test starts with none.
 func ownStock(t *testing.T) {
 	t.Helper()
-	t.Setenv(SealEnv, "fork")
+	teststock.Own(t, "fork")
 	_, err := MakeSpares(0)
 	testenv.NeedBPF(t, err)
 	for {
@@ -127,9 +128,7 @@ func TestRecycleRefused(t *testing.T) {
 	t.Cleanup(func() { pinned.Unpin() })
 	refused("a lineage its hold still pins", pinned, rd)
 
-	if _, err := MakeSpares(SpareStock); err != nil {
-		t.Fatal(err)
-	}
+	teststock.Fill(t, SpareStock, func() error { _, err := MakeSpares(SpareStock); return err }, SpareCount)
 	full, rd := usedLineage(t, "test-recycle-full")
 	if ok, err := full.Recycle(rd); ok || err != nil || SpareCount() != SpareStock {
 		t.Errorf("given back to a full stock: %v, %v; %d spares, want %d", ok, err, SpareCount(), SpareStock)

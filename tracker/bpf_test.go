@@ -27,6 +27,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/bpf"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/internal/teststock"
 	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/record"
 )
@@ -657,14 +658,12 @@ func TestBPFQueuedTrackerSleeps(t *testing.T) {
 
 // A closed tracker's lineage goes back to the spares, and the next tracker
 // takes it and tracks a payload of its own. Under GPU_HOLD_BPF_SEAL=fork,
-// whose spares no other test process makes, the stock counted is this
-// test's.
+// whose spares only spare tests make, each holding the stock's lock, the
+// stock counted is this test's.
 func TestBPFClosedTrackerIsSpare(t *testing.T) {
-	t.Setenv(bpf.SealEnv, "fork")
+	teststock.Own(t, "fork")
 	btNeedBPF(t)
-	if _, err := MakeSpares(); err != nil {
-		t.Fatal(err)
-	}
+	teststock.Fill(t, bpf.SpareStock, func() error { _, err := MakeSpares(); return err }, SpareCount)
 	var taken []Tracker
 	for range bpf.SpareStock {
 		tr, _ := btTracker(t)
