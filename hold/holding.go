@@ -38,7 +38,6 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 		return h.res, err
 	}
 	defer p.reap()
-	h.restockSpares(tr)
 	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
 	cut := make(chan struct{})

@@ -112,7 +112,9 @@ func (lt *lazyTracker) atHead(ctx context.Context) context.Context {
 	return queue.WithHeadNotice(ctx, lt.start)
 }
 
-// close closes the tracker once made (waiting for a load under way).
+// close closes the tracker once made (waiting for a load under way), then
+// restocks the spares when the stock is still low: an eBPF tracker's
+// lineage has gone back to them when it could (tracker.Close).
 func (lt *lazyTracker) close() {
 	if !lt.begun.Load() {
 		return
@@ -120,6 +122,7 @@ func (lt *lazyTracker) close() {
 	<-lt.done
 	if lt.tr != nil {
 		lt.tr.Close()
+		lt.h.restockSpares(lt.tr)
 	}
 }
 

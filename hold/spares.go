@@ -1,7 +1,10 @@
-// spares.go owns restocking the eBPF spares: once a hold's payload runs
-// (the hold no longer admits its own children), it starts a detached
-// `gpu-hold make-spares` when the stock is low, so that the next hold takes
-// a loaded copy instead of loading one while the device waits.
+// spares.go owns restocking the eBPF spares: once a hold's tracker is
+// closed (after the release; its lineage given back to the spares when it
+// could be), it starts a detached `gpu-hold make-spares` when the stock is
+// still low, so that the next hold takes a loaded copy instead of loading
+// one while the device waits. Started earlier, while the payload ran, the
+// maker refilled the stock with a fresh load before the hold could give
+// its own lineage back, which was then freed: a load per hold, for nothing.
 package hold
 
 import (

@@ -221,7 +221,7 @@ func marked(mark string) []int {
 }
 
 // runsGpuHold reports whether pid runs one of the binaries under test: a
-// hold, or the spare maker an eBPF hold starts once its payload runs. The
+// hold, or the spare maker an eBPF hold starts once its tracker is closed. The
 // maker's environment is scrubbed, but from its fork to its exec it shares
 // the hold's memory, environment and marker included; it is none of the
 // payload's processes a test counts.

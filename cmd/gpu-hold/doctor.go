@@ -236,7 +236,7 @@ func itersDetail() string {
 	if devscan && groups {
 		return "device scan and process groups pinned: a hold opens them, and an eBPF teardown reads the payload's group from the kernel instead of walking /proc"
 	}
-	return fmt.Sprintf("device scan pinned: %v, process groups pinned: %v; the spare maker pins both (in %s) after the next eBPF hold's payload starts", devscan, groups, tracker.SpareRoot)
+	return fmt.Sprintf("device scan pinned: %v, process groups pinned: %v; the spare maker pins both (in %s) when the next eBPF hold ends with the stock low", devscan, groups, tracker.SpareRoot)
 }
 
 // sparesDetail says how many loaded eBPF lineages wait for the next holds.
