@@ -8,9 +8,12 @@
 package hold
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -31,9 +34,27 @@ func (h *holdRun) restockSpares(tr tracker.Tracker) {
 		cmd.Env = append(cmd.Env, tracker.SealEnv+"="+seal)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startIdle(cmd); err != nil {
 		h.o.Log.Debug().Err(err).Msg("cannot start the eBPF spare maker; the next hold loads its own")
 		return
 	}
 	go cmd.Wait()
+}
+
+// startIdle starts cmd and moves it to SCHED_IDLE at once, before its Go
+// runtime has started much: started after the release, the maker would
+// otherwise take a CPU from the next hold's launch until it lowers its
+// own priority (which it does for the threads it has by then). Forking it
+// from a thread of ours set to SCHED_IDLE would not do: the Go runtime may
+// make its template thread from that one, and every thread made from it
+// later would run at SCHED_IDLE in this process.
+func startIdle(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+	if err := unix.SchedSetAttr(cmd.Process.Pid, &attr, 0); err != nil {
+		return fmt.Errorf("setting the maker (pid %d) to SCHED_IDLE: %w", cmd.Process.Pid, err)
+	}
+	return nil
 }
