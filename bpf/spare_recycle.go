@@ -63,8 +63,9 @@ func stockLow() bool {
 }
 
 // mayRecycle: loaded or taken as the environment still asks (no seal or
-// size forced), with its programs, and no pins of its hold left (pinned
-// links would keep the programs attached).
+// size forced), with its programs, and no pins of its hold left: a
+// successor that found them would take the lineage for a dead holder's,
+// and seal and end whatever the next hold to take it runs.
 func (l *Lineage) mayRecycle() bool {
 	req, err := sealRequest()
 	if err != nil || l.req == "" || l.req != req || l.progs.OnFork == nil {
