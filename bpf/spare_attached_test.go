@@ -5,6 +5,7 @@
 package bpf
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/teststock"
 )
 
@@ -105,9 +107,12 @@ func TestRecycledSpareKeepsItsLinks(t *testing.T) {
 func TestAttachedSpareAdmitsNoOne(t *testing.T) {
 	dir := onlySpare(t)
 	pinnedLinkIDs(t, dir) // attached
+	mark := marks.New()
+	t.Cleanup(func() { marks.Kill(mark) })
 	for range 5 {
-		out, err := exec.Command("bash", "-c", "(true; (sleep 0.01 &) ; /bin/true) & wait; for i in 1 2 3; do /bin/true; done").CombinedOutput()
-		if err != nil {
+		cmd := exec.Command("bash", "-c", "(true; (sleep 0.01 &) ; /bin/true) & wait; for i in 1 2 3; do /bin/true; done")
+		cmd.Env = append(os.Environ(), marks.Env+"="+mark)
+		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
 	}

@@ -231,10 +231,10 @@ func (t *bpfTracker) Counters() record.Counters {
 	return t.count
 }
 
-// Close reads the events still in the ring buffer, then detaches the
-// programs and gives the lineage back to the spares when it can be one
-// (bpf.Lineage.Recycle), else frees the kernel objects (a pinned lineage
-// stays in the kernel until unpinned).
+// Close reads the events still in the ring buffer, then gives the lineage
+// back to the spares, attached, when it can be one (bpf.Lineage.Recycle),
+// else detaches the programs and frees the kernel objects (a pinned
+// lineage stays in the kernel until unpinned).
 func (t *bpfTracker) Close() error {
 	var err error
 	t.close.Do(func() {
