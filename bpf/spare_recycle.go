@@ -9,17 +9,27 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // Recycle gives the lineage back to the spares when it may be one
 // (mayRecycle), is quiet (nothing can be admitted, nothing is left to
-// report) and fewer than SpareStock are there. It stays attached (see
+// report), no maker is at work and fewer than SpareStock are there. It stays attached (see
 // pinSpare). rd is its reader: what the ring buffer still holds is drained
 // and dropped (the hold's record is closed by now). It reports whether the
 // lineage became a spare; close it either way (the pins keep the objects,
 // and a lineage not given back is detached and freed).
 func (l *Lineage) Recycle(rd *Reader) (bool, error) {
-	if !l.mayRecycle() || !stockLow() || !l.quiet() {
+	if !l.mayRecycle() || !l.quiet() {
+		return false, nil
+	}
+	root, ok := lockStock()
+	if !ok {
+		return false, nil
+	}
+	defer root.Close()
+	if SpareCount() >= SpareStock {
 		return false, nil
 	}
 	if _, err := rd.Drain(func(Event) {}); err != nil {
@@ -54,12 +64,23 @@ func (l *Lineage) quiet() bool {
 	return err == nil && empty
 }
 
-// stockLow: the spare directory is there, root's own, and holds fewer than
-// SpareStock of this build and request (a recycled spare never grows the
-// stock past what the maker keeps).
-func stockLow() bool {
-	_, err := spareNames()
-	return err == nil && SpareCount() < SpareStock
+// lockStock opens the spare directory, when it is root's own, and takes
+// the makers' lock on it without waiting: the stock is counted and filled
+// by one process at a time, so a lineage given back never grows it past
+// SpareStock. While a maker holds the lock it fills the stock itself.
+func lockStock() (*os.File, bool) {
+	if _, err := spareNames(); err != nil {
+		return nil, false
+	}
+	root, err := os.Open(SpareRoot)
+	if err != nil {
+		return nil, false
+	}
+	if unix.Flock(int(root.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		root.Close()
+		return nil, false
+	}
+	return root, true
 }
 
 // mayRecycle: loaded or taken as the environment still asks (no seal or

@@ -8,6 +8,7 @@ package bpf
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -128,6 +129,11 @@ func TestRecycleRefused(t *testing.T) {
 	t.Cleanup(func() { pinned.Unpin() })
 	refused("a lineage its hold still pins", pinned, rd)
 
+	busy, rd := usedLineage(t, "test-recycle-busy")
+	root := takeMakersLock(t)
+	refused("a lineage given back while a maker is at work", busy, rd)
+	root.Close()
+
 	teststock.Fill(t, SpareStock, func() error { _, err := MakeSpares(SpareStock); return err }, SpareCount)
 	full, rd := usedLineage(t, "test-recycle-full")
 	if ok, err := full.Recycle(rd); ok || err != nil || SpareCount() != SpareStock {
@@ -149,5 +155,19 @@ func TestUnreadEventRefused(t *testing.T) {
 	}
 	if err := l.checkPristine(); err != nil {
 		t.Fatalf("reset and drained, still refused: %v", err)
+	}
+}
+
+// takeMakersLock takes the makers' lock as a maker at work holds it,
+// waiting while a hold's maker (of another request) has it.
+func takeMakersLock(t *testing.T) *os.File {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if root, ok := lockStock(); ok {
+			return root
+		}
+		if time.Now().After(end) {
+			t.Fatal("the makers' lock stayed taken for 30 s")
+		}
 	}
 }
