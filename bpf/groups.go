@@ -1,5 +1,5 @@
-// groups.go owns the kernel's list of process groups: groups.bpf.c, an
-// iter/task program, and GroupMembers, which runs it (the host's pinned
+// groups.go owns the kernel's list of process groups: groups.bpf.c, two
+// iter/task programs, and GroupMembers, which runs them (the host's pinned
 // copy when the spare maker made one, else one loaded per process) and
 // keeps the members of one group.
 package bpf
@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/cilium/ebpf"
 )
 
 // groupsObjs is the loaded program, kept for the life of the process: a
@@ -31,8 +33,11 @@ func GroupsReady() bool {
 }
 
 // GroupMembers returns the tgid of every process whose process group is
-// pgid, read from the kernel's task list in one pass. An error means the
-// kernel could not answer: walk /proc instead.
+// pgid, read from the kernel. While a task has pgid's number (a payload's
+// leader, alive or a zombie not yet reaped), the kernel's own list of that
+// number's group is walked from it: the cost of the group. Else every
+// task of the host is read in one pass. An error means the kernel could
+// not answer: walk /proc instead.
 func GroupMembers(pgid int) ([]int, error) {
 	groupsObjs.mu.Lock()
 	prog, err := groupsProgram()
@@ -40,20 +45,60 @@ func GroupMembers(pgid int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	if members, ok := walkGroup(prog.ListGroupOf, pgid); ok {
+		return members, nil
+	}
 	raw, err := runIter(prog.ListGroups, "process-group")
 	if err != nil {
 		return nil, err
 	}
+	records, err := groupRecords(raw)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, r := range records {
+		if int(r.Pgid) == pgid {
+			out = append(out, int(r.Tgid))
+		}
+	}
+	return out, nil
+}
+
+// walkGroup lists pgid's group by list_group_of, run on the task whose pid
+// is pgid. ok is false when it could not answer: no such task, a walk cut
+// short, or a kernel without the iterator's task filter.
+func walkGroup(prog *ebpf.Program, pgid int) (members []int, ok bool) {
+	if prog == nil || pgid <= 0 {
+		return nil, false
+	}
+	raw, err := runTaskIter(prog, pgid, "process-group walk")
+	if err != nil {
+		return nil, false
+	}
+	records, err := groupRecords(raw)
+	if err != nil || len(records) == 0 {
+		return nil, false
+	}
+	last := records[len(records)-1]
+	if int(last.Tgid) != pgid || last.Pgid != 0 {
+		return nil, false // cut short: no record of the list's end
+	}
+	for _, r := range records[:len(records)-1] {
+		members = append(members, int(r.Tgid))
+	}
+	return members, true
+}
+
+// groupRecords decodes what a process-group iterator wrote.
+func groupRecords(raw []byte) ([]groupsTaskGroup, error) {
 	size := int(unsafe.Sizeof(groupsTaskGroup{}))
 	if len(raw)%size != 0 {
 		return nil, fmt.Errorf("the process-group BPF iterator wrote %d bytes, not a whole number of %d-byte records", len(raw), size)
 	}
-	var out []int
+	out := make([]groupsTaskGroup, 0, len(raw)/size)
 	for off := 0; off < len(raw); off += size {
-		tgid := binary.NativeEndian.Uint32(raw[off:])
-		if int(binary.NativeEndian.Uint32(raw[off+4:])) == pgid {
-			out = append(out, int(tgid))
-		}
+		out = append(out, groupsTaskGroup{Tgid: binary.NativeEndian.Uint32(raw[off:]), Pgid: binary.NativeEndian.Uint32(raw[off+4:])})
 	}
 	return out, nil
 }
@@ -66,7 +111,7 @@ func groupsProgram() (*groupsPrograms, error) {
 		return o.prog, o.err
 	}
 	if p, err := openPinnedGroups(); err == nil {
-		o.prog, o.shared = &groupsPrograms{ListGroups: p}, true
+		o.prog, o.shared = p, true
 		return o.prog, nil
 	}
 	spec, err := loadGroups()

@@ -23,6 +23,7 @@ type groupsTaskGroup struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	groupsProgListGroupOf    = "list_group_of"
 	groupsProgListGroups     = "list_groups"
 	groupsVarUnusedTaskGroup = "unused_task_group"
 )
@@ -69,7 +70,8 @@ type groupsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type groupsProgramSpecs struct {
-	ListGroups *ebpf.ProgramSpec `ebpf:"list_groups"`
+	ListGroupOf *ebpf.ProgramSpec `ebpf:"list_group_of"`
+	ListGroups  *ebpf.ProgramSpec `ebpf:"list_groups"`
 }
 
 // groupsMapSpecs contains maps before they are loaded into the kernel.
@@ -122,11 +124,13 @@ type groupsVariables struct {
 //
 // It can be passed to loadGroupsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type groupsPrograms struct {
-	ListGroups *ebpf.Program `ebpf:"list_groups"`
+	ListGroupOf *ebpf.Program `ebpf:"list_group_of"`
+	ListGroups  *ebpf.Program `ebpf:"list_groups"`
 }
 
 func (p *groupsPrograms) Close() error {
 	return _GroupsClose(
+		p.ListGroupOf,
 		p.ListGroups,
 	)
 }

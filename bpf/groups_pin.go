@@ -1,4 +1,4 @@
-// groups_pin.go owns the host's shared copy of the process-group iterator,
+// groups_pin.go owns the host's shared copy of the process-group iterators,
 // pinned by the spare maker beside the device scan: it holds no state, so
 // every hold on the host can run the one copy.
 package bpf
@@ -11,23 +11,36 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-const groupsPinProg = "prog"
+// Pin names: the pass over every task, and the walk of one group.
+const (
+	groupsPinProg   = "prog"
+	groupsPinProgOf = "prog_of"
+)
 
 func groupsPinDir() string { return filepath.Join(SpareRoot, "groups_"+spareBuild()) }
 
-// GroupsPinned reports whether the shared process-group iterator is
-// there to open.
+// GroupsPinned reports whether the shared process-group iterators are
+// there to open (pinned together: a reader never sees one alone).
 func GroupsPinned() bool {
 	_, err := os.Stat(filepath.Join(groupsPinDir(), groupsPinProg))
 	return err == nil
 }
 
-// openPinnedGroups opens the shared process-group iterator.
-func openPinnedGroups() (*ebpf.Program, error) {
+// openPinnedGroups opens the shared process-group iterators.
+func openPinnedGroups() (*groupsPrograms, error) {
 	if _, err := spareNames(); err != nil {
 		return nil, err // SpareRoot missing, or writable by others than root
 	}
-	return ebpf.LoadPinnedProgram(filepath.Join(groupsPinDir(), groupsPinProg), nil)
+	all, err := ebpf.LoadPinnedProgram(filepath.Join(groupsPinDir(), groupsPinProg), nil)
+	if err != nil {
+		return nil, err
+	}
+	of, err := ebpf.LoadPinnedProgram(filepath.Join(groupsPinDir(), groupsPinProgOf), nil)
+	if err != nil {
+		all.Close()
+		return nil, err
+	}
+	return &groupsPrograms{ListGroups: all, ListGroupOf: of}, nil
 }
 
 // pinGroups loads the process-group iterator and pins it for the host,
@@ -45,5 +58,5 @@ func pinGroups() error {
 		return fmt.Errorf("loading the process-group BPF iterator: %w", loadError(err))
 	}
 	defer objs.Close()
-	return pinDir(groupsPinDir(), map[string]pinner{groupsPinProg: objs.ListGroups})
+	return pinDir(groupsPinDir(), map[string]pinner{groupsPinProg: objs.ListGroups, groupsPinProgOf: objs.ListGroupOf})
 }

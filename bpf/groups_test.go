@@ -1,6 +1,8 @@
-// groups_test.go tests the process-group iterator as root: it lists the
+// groups_test.go tests the process-group iterators as root: they list the
 // members of a group, a leader's children in it included, and no one else,
-// from this process's own copy and from the host's pinned one.
+// from this process's own copy and from the host's pinned one; the walk of
+// one group answers as the pass over every task does, and says when it
+// cannot answer.
 package bpf
 
 import (
@@ -82,5 +84,78 @@ func listGroup(t *testing.T) {
 		if st, err := proc.ReadStat(pid); err != nil || st.PGID != leader.Process.Pid {
 			t.Errorf("pid %d listed in group %d: %+v, %v", pid, leader.Process.Pid, st, err)
 		}
+	}
+}
+
+// startGroup starts a group of three (a leader and two children) and one
+// process outside it, all marked, and waits for the children.
+func startGroup(t *testing.T) (leader, outside *exec.Cmd) {
+	t.Helper()
+	mark := marks.New()
+	start := func(script string) *exec.Cmd {
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = append(os.Environ(), marks.Env+"="+mark)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	leader = start("sleep 300 & sleep 300 & wait")
+	outside = start("exec sleep 300")
+	t.Cleanup(func() { marks.Kill(mark); leader.Wait(); outside.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); len(marks.Live(mark)) < 4; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d marked processes after 10 s, want 4", len(marks.Live(mark)))
+		}
+	}
+	return leader, outside
+}
+
+func TestGroupWalk(t *testing.T) {
+	groupsObjs.mu.Lock()
+	prog, err := groupsProgram()
+	groupsObjs.mu.Unlock()
+	testenv.NeedBPF(t, err)
+	leader, outside := startGroup(t)
+	pgid := leader.Process.Pid
+	walked, ok := walkGroup(prog.ListGroupOf, pgid)
+	if !ok {
+		t.Fatalf("the walk of group %d did not answer, with its leader alive", pgid)
+	}
+	raw, err := runIter(prog.ListGroups, "process-group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := groupRecords(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var passed []int
+	for _, r := range records {
+		if int(r.Pgid) == pgid {
+			passed = append(passed, int(r.Tgid))
+		}
+	}
+	slices.Sort(walked)
+	slices.Sort(passed)
+	if len(walked) != 3 || !slices.Equal(walked, passed) || slices.Contains(walked, outside.Process.Pid) {
+		t.Fatalf("group %d: the walk lists %v, the pass over every task %v; want the same 3, not %d", pgid, walked, passed, outside.Process.Pid)
+	}
+}
+
+// With no task of the group's number, the walk has nowhere to start: it
+// must say so, not answer an empty group.
+func TestGroupWalkWithoutLeader(t *testing.T) {
+	groupsObjs.mu.Lock()
+	prog, err := groupsProgram()
+	groupsObjs.mu.Unlock()
+	testenv.NeedBPF(t, err)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if members, ok := walkGroup(prog.ListGroupOf, gone.Process.Pid); ok {
+		t.Fatalf("the walk answered %v for pid %d, which no task has", members, gone.Process.Pid)
 	}
 }

@@ -1,0 +1,78 @@
+// iter_task.go owns running an iter/task program on one task only: the
+// link's task filter (union bpf_iter_link_info's task, Linux 6.1 and
+// later), which cilium/ebpf's AttachIter does not offer.
+package bpf
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// iterTaskInfo is union bpf_iter_link_info as its task member fills it,
+// padded to the union's size.
+type iterTaskInfo struct {
+	tid, pid, pidFD uint32
+	_               uint32
+}
+
+// linkCreateIterAttr is union bpf_attr as BPF_LINK_CREATE reads it for an
+// iterator.
+type linkCreateIterAttr struct {
+	progFD, targetFD, attachType, flags uint32
+	iterInfo                            uint64
+	iterInfoLen                         uint32
+	_                                   uint32
+}
+
+// runTaskIter runs prog, an iter/task program, on the task tid alone and
+// returns what it wrote. A kernel without the task filter refuses the link.
+func runTaskIter(prog *ebpf.Program, tid int, what string) ([]byte, error) {
+	it, err := attachTaskIter(prog, tid)
+	if err != nil {
+		return nil, fmt.Errorf("attaching the %s BPF iterator to task %d: %w", what, tid, err)
+	}
+	defer it.Close()
+	rd, err := it.Open()
+	if err != nil {
+		return nil, fmt.Errorf("opening the %s BPF iterator: %w", what, err)
+	}
+	defer rd.Close()
+	raw, err := readIter(rd)
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s BPF iterator: %w", what, err)
+	}
+	return raw, nil
+}
+
+func attachTaskIter(prog *ebpf.Program, tid int) (*link.Iter, error) {
+	info := &iterTaskInfo{tid: uint32(tid)}
+	var pin runtime.Pinner // the kernel reads info through a plain address
+	pin.Pin(info)
+	defer pin.Unpin()
+	attr := linkCreateIterAttr{
+		progFD:      uint32(prog.FD()),
+		attachType:  unix.BPF_TRACE_ITER,
+		iterInfo:    uint64(uintptr(unsafe.Pointer(info))),
+		iterInfoLen: uint32(unsafe.Sizeof(*info)),
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno != 0 {
+		return nil, errno
+	}
+	lk, err := link.NewFromFD(int(fd))
+	if err != nil {
+		unix.Close(int(fd))
+		return nil, err
+	}
+	it, ok := lk.(*link.Iter)
+	if !ok {
+		lk.Close()
+		return nil, fmt.Errorf("the kernel made a %T, not an iterator link", lk)
+	}
+	return it, nil
+}
