@@ -108,7 +108,9 @@ struct walk {
 /* walk_member writes the member whose pid_links[PIDTYPE_PGID] is w->node
  * and steps to the next. The list is RCU-protected and an iterator's
  * program runs under rcu_read_lock: a member removed meanwhile still
- * points on. A read that fails stops the walk short of the end. */
+ * points on. A read that fails, or a write past what the iterator takes
+ * from one object (its 32 KiB buffer: a group of more than 4,096), stops
+ * the walk short of the end. */
 static long walk_member(__u64 i, struct walk *w)
 {
 	struct task_group r = {};
@@ -120,7 +122,8 @@ static long walk_member(__u64 i, struct walk *w)
 	    bpf_probe_read_kernel(&next, sizeof(next), (void *)w->node))
 		return 1;
 	r.pgid = w->pgid;
-	bpf_seq_write(w->seq, &r, sizeof(r));
+	if (bpf_seq_write(w->seq, &r, sizeof(r)))
+		return 1;
 	w->node = next;
 	return 0;
 }

@@ -159,3 +159,45 @@ func TestGroupWalkWithoutLeader(t *testing.T) {
 		t.Fatalf("the walk answered %v for pid %d, which no task has", members, gone.Process.Pid)
 	}
 }
+
+// A group larger than what the iterator takes from one object (4,096
+// records of 8 bytes in its 32 KiB buffer) cannot be walked: the walk must
+// not answer with part of it, and GroupMembers answers all of it from the
+// pass over every task.
+func TestGroupWalkTooLarge(t *testing.T) {
+	groupsObjs.mu.Lock()
+	prog, err := groupsProgram()
+	groupsObjs.mu.Unlock()
+	testenv.NeedBPF(t, err)
+	const children = 4200
+	// Forks of the shell that wait on a FIFO no one opens for writing: no
+	// exec each, so the group starts in seconds under TCG too.
+	fifo := t.TempDir() + "/wait"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mark := marks.New()
+	leader := exec.Command("bash", "-c", `for ((i = 0; i < 4200; i++)); do { read -r _ <"$1"; } & done; wait`, "bash", fifo)
+	leader.Env = append(os.Environ(), marks.Env+"="+mark)
+	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { marks.Kill(mark); leader.Wait() })
+	for deadline := time.Now().Add(5 * time.Minute); len(marks.Live(mark)) < children+1; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d marked processes after 5 minutes, want %d", len(marks.Live(mark)), children+1)
+		}
+	}
+	pgid := leader.Process.Pid
+	if members, ok := walkGroup(prog.ListGroupOf, pgid); ok {
+		t.Fatalf("the walk answered %d members of a group of %d", len(members), children+1)
+	}
+	all, err := GroupMembers(pgid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != children+1 {
+		t.Fatalf("GroupMembers listed %d of a group of %d", len(all), children+1)
+	}
+}
