@@ -59,7 +59,7 @@ type config struct {
 	BusyReps     int      `json:"busy_repeats"`
 	QueuedReps   int      `json:"queued_repeats"`
 	LongReps     int      `json:"long_handoff_repeats"`
-	LongBusyReps int      `json:"long_handoff_busy_repeats"` // fewer: every process on the host pays for the fillers meanwhile
+	LongBusyReps int      `json:"long_handoff_busy_repeats"` // enough that one of the busy host's hiccups (100-300 ms) does not move the median
 }
 
 // bench is one run's state.
@@ -165,7 +165,7 @@ func defaults(quick bool) config {
 	}
 	return config{SpawnSecs: 2.5, SpawnReps: 11, TurnReps: 3, Sizes: []int{10, 1000, 10000}, Shapes: []string{"wide", "bushy"},
 		TeardownReps: 3, TargetReps: 5, StormCap: 2000, StormReps: 5, Chain: 30, ChainReps: 2, E2EReps: 20, FootprintN: 10000,
-		BusySizes: []int{0, 5000, 20000}, BusyReps: 5, QueuedReps: 3, LongReps: 5, LongBusyReps: 3}
+		BusySizes: []int{0, 5000, 20000}, BusyReps: 5, QueuedReps: 3, LongReps: 5, LongBusyReps: 7}
 }
 
 func newBench(cfg config, bin string) (*bench, error) {
