@@ -176,6 +176,12 @@ func runIter(prog *ebpf.Program, what string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("attaching the %s BPF iterator: %w", what, err)
 	}
+	return readLink(lk, what)
+}
+
+// readLink runs an attached iterator once, reads all it writes, and
+// closes the link.
+func readLink(lk *link.Iter, what string) ([]byte, error) {
 	defer lk.Close()
 	rd, err := lk.Open()
 	if err != nil {

@@ -55,19 +55,7 @@ func loadOwnGroups() (*groupsPrograms, error) {
 // listGroup starts a group of three (a leader and two children) and one
 // process outside it, and lists the group.
 func listGroup(t *testing.T) {
-	mark := marks.New()
-	start := func(pgid bool, script string) *exec.Cmd {
-		cmd := exec.Command("bash", "-c", script)
-		cmd.Env = append(os.Environ(), marks.Env+"="+mark)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: pgid}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
-	leader := start(true, "sleep 300 & sleep 300 & wait")
-	outside := start(true, "exec sleep 300")
-	t.Cleanup(func() { marks.Kill(mark); leader.Wait(); outside.Wait() })
+	leader, outside := startGroup(t)
 	var got []int
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var err error

@@ -36,17 +36,7 @@ func runTaskIter(prog *ebpf.Program, tid int, what string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("attaching the %s BPF iterator to task %d: %w", what, tid, err)
 	}
-	defer it.Close()
-	rd, err := it.Open()
-	if err != nil {
-		return nil, fmt.Errorf("opening the %s BPF iterator: %w", what, err)
-	}
-	defer rd.Close()
-	raw, err := readIter(rd)
-	if err != nil {
-		return nil, fmt.Errorf("reading the %s BPF iterator: %w", what, err)
-	}
-	return raw, nil
+	return readLink(it, what)
 }
 
 func attachTaskIter(prog *ebpf.Program, tid int) (*link.Iter, error) {
