@@ -69,7 +69,7 @@ func GroupMembers(pgid int) ([]int, error) {
 // is pgid. ok is false when it could not answer: no such task, a walk cut
 // short, or a kernel without the iterator's task filter.
 func walkGroup(prog *ebpf.Program, pgid int) (members []int, ok bool) {
-	if prog == nil || pgid <= 0 {
+	if prog == nil || pgid <= 0 || !taskFilterHonoured(prog) {
 		return nil, false
 	}
 	raw, err := runTaskIter(prog, pgid, "process-group walk")
@@ -77,7 +77,16 @@ func walkGroup(prog *ebpf.Program, pgid int) (members []int, ok bool) {
 		return nil, false
 	}
 	records, err := groupRecords(raw)
-	if err != nil || len(records) == 0 {
+	if err != nil {
+		return nil, false
+	}
+	return walked(records, pgid)
+}
+
+// walked reads a walk's records: pgid's members, then one record (pgid, 0)
+// for the list's end. Anything else is no answer.
+func walked(records []groupsTaskGroup, pgid int) (members []int, ok bool) {
+	if len(records) == 0 {
 		return nil, false
 	}
 	last := records[len(records)-1]
@@ -85,6 +94,9 @@ func walkGroup(prog *ebpf.Program, pgid int) (members []int, ok bool) {
 		return nil, false // cut short: no record of the list's end
 	}
 	for _, r := range records[:len(records)-1] {
+		if int(r.Pgid) != pgid {
+			return nil, false // the walk of another task: the filter was not applied
+		}
 		members = append(members, int(r.Tgid))
 	}
 	return members, true
@@ -114,16 +126,30 @@ func groupsProgram() (*groupsPrograms, error) {
 		o.prog, o.shared = p, true
 		return o.prog, nil
 	}
+	o.prog, o.err = loadGroupsPrograms()
+	return o.prog, o.err
+}
+
+// loadGroupsPrograms loads the pass over every task, which a kernel with
+// task iterators runs (5.8), and then the walk, which needs bpf_loop (5.17)
+// and the link's task filter (6.1): one at a time, so that a kernel that
+// refuses the walk still lists groups (ListGroupOf is then nil).
+func loadGroupsPrograms() (*groupsPrograms, error) {
 	spec, err := loadGroups()
 	if err != nil {
-		o.err = fmt.Errorf("reading the embedded process-group BPF object: %w", err)
-		return nil, o.err
+		return nil, fmt.Errorf("reading the embedded process-group BPF object: %w", err)
 	}
-	var objs groupsObjects
-	if err := spec.LoadAndAssign(&objs, loadOptions()); err != nil {
-		o.err = fmt.Errorf("loading the process-group BPF iterator: %w", loadError(err))
-		return nil, o.err
+	var all struct {
+		Prog *ebpf.Program `ebpf:"list_groups"`
 	}
-	o.prog = &objs.groupsPrograms
-	return o.prog, nil
+	if err := spec.LoadAndAssign(&all, loadOptions()); err != nil {
+		return nil, fmt.Errorf("loading the process-group BPF iterator: %w", loadError(err))
+	}
+	var of struct {
+		Prog *ebpf.Program `ebpf:"list_group_of"`
+	}
+	if spec.LoadAndAssign(&of, loadOptions()) != nil {
+		of.Prog = nil
+	}
+	return &groupsPrograms{ListGroups: all.Prog, ListGroupOf: of.Prog}, nil
 }

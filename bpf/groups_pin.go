@@ -4,7 +4,6 @@
 package bpf
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -35,10 +34,10 @@ func openPinnedGroups() (*groupsPrograms, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The walk is pinned where the kernel loaded it.
 	of, err := ebpf.LoadPinnedProgram(filepath.Join(groupsPinDir(), groupsPinProgOf), nil)
 	if err != nil {
-		all.Close()
-		return nil, err
+		of = nil
 	}
 	return &groupsPrograms{ListGroups: all, ListGroupOf: of}, nil
 }
@@ -49,14 +48,14 @@ func pinGroups() error {
 	if GroupsPinned() {
 		return nil
 	}
-	spec, err := loadGroups()
+	progs, err := loadGroupsPrograms()
 	if err != nil {
-		return fmt.Errorf("reading the embedded process-group BPF object: %w", err)
+		return err
 	}
-	var objs groupsObjects
-	if err := spec.LoadAndAssign(&objs, loadOptions()); err != nil {
-		return fmt.Errorf("loading the process-group BPF iterator: %w", loadError(err))
+	defer progs.Close()
+	pins := map[string]pinner{groupsPinProg: progs.ListGroups}
+	if progs.ListGroupOf != nil {
+		pins[groupsPinProgOf] = progs.ListGroupOf
 	}
-	defer objs.Close()
-	return pinDir(groupsPinDir(), map[string]pinner{groupsPinProg: objs.ListGroups, groupsPinProgOf: objs.ListGroupOf})
+	return pinDir(groupsPinDir(), pins)
 }

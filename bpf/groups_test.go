@@ -27,7 +27,7 @@ func TestGroupMembers(t *testing.T) {
 			groupsObjs.mu.Lock()
 			groupsObjs.prog, groupsObjs.err, groupsObjs.shared = nil, nil, false
 			if !shared {
-				groupsObjs.prog, groupsObjs.err = loadOwnGroups()
+				groupsObjs.prog, groupsObjs.err = loadGroupsPrograms()
 			}
 			groupsObjs.mu.Unlock()
 			listGroup(t)
@@ -36,20 +36,6 @@ func TestGroupMembers(t *testing.T) {
 			}
 		})
 	}
-}
-
-// loadOwnGroups loads this process's own copy, as a host without a pinned
-// one does.
-func loadOwnGroups() (*groupsPrograms, error) {
-	spec, err := loadGroups()
-	if err != nil {
-		return nil, err
-	}
-	var objs groupsObjects
-	if err := spec.LoadAndAssign(&objs, loadOptions()); err != nil {
-		return nil, err
-	}
-	return &objs.groupsPrograms, nil
 }
 
 // listGroup starts a group of three (a leader and two children) and one
@@ -187,5 +173,30 @@ func TestGroupWalkTooLarge(t *testing.T) {
 	}
 	if len(all) != children+1 {
 		t.Fatalf("GroupMembers listed %d of a group of %d", len(all), children+1)
+	}
+}
+
+// A walk's records answer only when they are the group's members and then
+// the one record of the list's end: a walk cut short, or one run on other
+// tasks too (a kernel that ignores the link's task filter), answers
+// nothing.
+func TestWalkedRecords(t *testing.T) {
+	end := groupsTaskGroup{Tgid: 100}
+	for _, c := range []struct {
+		name    string
+		records []groupsTaskGroup
+		want    []int
+	}{
+		{"the group and its end", []groupsTaskGroup{{Tgid: 100, Pgid: 100}, {Tgid: 101, Pgid: 100}, end}, []int{100, 101}},
+		{"an empty group and its end", []groupsTaskGroup{end}, []int{}},
+		{"nothing", nil, nil},
+		{"cut short", []groupsTaskGroup{{Tgid: 100, Pgid: 100}, {Tgid: 101, Pgid: 100}}, nil},
+		{"another task's walk first", []groupsTaskGroup{{Tgid: 7, Pgid: 7}, {Tgid: 7}, {Tgid: 100, Pgid: 100}, end}, nil},
+		{"another task's end last", []groupsTaskGroup{{Tgid: 100, Pgid: 100}, end, {Tgid: 7}}, nil},
+	} {
+		got, ok := walked(c.records, 100)
+		if ok != (c.want != nil) || ok && !slices.Equal(got, c.want) && len(got)+len(c.want) > 0 {
+			t.Errorf("%s: %v, %v; want %v", c.name, got, ok, c.want)
+		}
 	}
 }

@@ -4,8 +4,10 @@
 package bpf
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -39,8 +41,31 @@ func runTaskIter(prog *ebpf.Program, tid int, what string) ([]byte, error) {
 	return readLink(it, what)
 }
 
+// taskFilterHonoured reports whether this kernel applies an iterator link's
+// task filter (6.1 and later): one that does refuses a filter naming both
+// a thread and a process (EINVAL); one from before reads the same bytes
+// as a map's and refuses them for their length (E2BIG), or, where it
+// ignores them, would run the program on every task. Asked once.
+var taskFilterHonoured = func() func(*ebpf.Program) bool {
+	var once sync.Once
+	var honoured bool
+	return func(prog *ebpf.Program) bool {
+		once.Do(func() {
+			it, err := attachTaskIterInfo(prog, &iterTaskInfo{tid: 1, pid: 1})
+			if err == nil {
+				it.Close()
+			}
+			honoured = errors.Is(err, unix.EINVAL)
+		})
+		return honoured
+	}
+}()
+
 func attachTaskIter(prog *ebpf.Program, tid int) (*link.Iter, error) {
-	info := &iterTaskInfo{tid: uint32(tid)}
+	return attachTaskIterInfo(prog, &iterTaskInfo{tid: uint32(tid)})
+}
+
+func attachTaskIterInfo(prog *ebpf.Program, info *iterTaskInfo) (*link.Iter, error) {
 	var pin runtime.Pinner // the kernel reads info through a plain address
 	pin.Pin(info)
 	defer pin.Unpin()
