@@ -375,20 +375,14 @@ func (l *Lineage) Members() ([]Member, error) {
 	}
 }
 
-// detach closes the links: the programs stop, unless pins hold the links.
-func (l *Lineage) detach() error {
+// Close detaches the programs and frees the maps, unless they are pinned:
+// pinned objects stay in the kernel (and keep tracking) until Unpin.
+func (l *Lineage) Close() error {
 	var errs []error
 	for _, lk := range l.links {
 		errs = append(errs, lk.Close())
 	}
 	l.links = nil
-	return errors.Join(errs...)
-}
-
-// Close detaches the programs and frees the maps, unless they are pinned:
-// pinned objects stay in the kernel (and keep tracking) until Unpin.
-func (l *Lineage) Close() error {
-	errs := []error{l.detach()}
 	for _, c := range []interface{ Close() error }{l.progs.OnFork, l.progs.OnExec, l.progs.OnExit,
 		l.maps.Config, l.maps.State, l.maps.Lineage, l.maps.Events} {
 		errs = append(errs, c.Close()) // nil-safe

@@ -15,11 +15,12 @@ import (
 
 // Recycle gives the lineage back to the spares when it may be one
 // (mayRecycle), is quiet (nothing can be admitted, nothing is left to
-// report), no maker is at work and fewer than SpareStock are there. It stays attached (see
-// pinSpare). rd is its reader: what the ring buffer still holds is drained
-// and dropped (the hold's record is closed by now). It reports whether the
-// lineage became a spare; close it either way (the pins keep the objects,
-// and a lineage not given back is detached and freed).
+// report), no maker is at work and fewer than SpareStock are there. It
+// stays attached (see pinSpare). rd is its reader: what the ring buffer
+// still holds is drained and dropped (the hold's record is closed by now).
+// It reports whether the lineage became a spare; close it either way (the
+// pins keep the objects, and a lineage not given back is detached and
+// freed).
 func (l *Lineage) Recycle(rd *Reader) (bool, error) {
 	if !l.mayRecycle() || !l.quiet() {
 		return false, nil
@@ -40,11 +41,6 @@ func (l *Lineage) Recycle(rd *Reader) (bool, error) {
 	}
 	if err := l.checkPristine(); err != nil {
 		return false, nil // an event came in after all: not a spare
-	}
-	if len(l.links) == 0 {
-		if err := l.attach(); err != nil {
-			return false, err
-		}
 	}
 	if err := l.pinSpare(l.req, l.seal); err != nil {
 		return false, fmt.Errorf("giving the lineage back to the spares: %w", err)
