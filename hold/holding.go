@@ -44,7 +44,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	go h.laterSignals(sigc, cut)
 	out := h.endLineage(tr, p, pinned, cut)
 	h.checkDevices(ctx, baseline)
-	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).
+	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).Int("proc_walks", out.Walks).
 		Dur("teardown_ms", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
 		Msg("hold ended")
 	return h.res, nil

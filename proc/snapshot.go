@@ -1,22 +1,24 @@
 // snapshot.go owns one walk of /proc shared by everything that needs it in
 // a teardown pass: the lineage, the payload's group and its cgroup are all
 // looked up in the same walk instead of each walking /proc again; or, where
-// the kernel has named the processes that matter, a read of those alone.
+// the kernel has named the processes that matter (its lists of children, a
+// group, a cgroup), a read of those alone.
 package proc
 
-// Snapshot is every process seen by one walk of /proc.
+// Snapshot is every process seen by one walk of /proc, or the processes
+// a pass chose to read.
 type Snapshot struct {
 	ByPID    map[int]Stat
 	Children map[int][]int // parent pid -> child pids
+	// Whole: a walk of every process, so a process alive all along that
+	// it does not have is gone (a process born meanwhile may be missing).
+	Whole bool
 }
 
 // TakeSnapshot walks /proc once.
 func TakeSnapshot() (*Snapshot, error) {
-	s := &Snapshot{ByPID: make(map[int]Stat, 512), Children: make(map[int][]int, 256)}
-	err := Walk(func(st Stat) {
-		s.ByPID[st.PID] = st
-		s.Children[st.PPID] = append(s.Children[st.PPID], st.PID)
-	})
+	s := &Snapshot{ByPID: make(map[int]Stat, 512), Children: make(map[int][]int, 256), Whole: true}
+	err := Walk(s.add)
 	return s, err
 }
 
@@ -24,16 +26,26 @@ func TakeSnapshot() (*Snapshot, error) {
 // snapshot of those processes only, for a pass that knows whom to look at.
 func SnapshotOf(pids []int) *Snapshot {
 	s := &Snapshot{ByPID: make(map[int]Stat, len(pids)), Children: make(map[int][]int)}
+	s.Read(pids)
+	return s
+}
+
+// Read adds to s the stat of each of pids it does not have yet.
+func (s *Snapshot) Read(pids []int) {
 	for _, pid := range pids {
 		if _, seen := s.ByPID[pid]; seen {
 			continue
 		}
 		if st, err := ReadStat(pid); err == nil {
-			s.ByPID[pid] = st
-			s.Children[st.PPID] = append(s.Children[st.PPID], pid)
+			s.add(st)
 		}
 	}
-	return s
+}
+
+// add puts st in s, under its parent.
+func (s *Snapshot) add(st Stat) {
+	s.ByPID[st.PID] = st
+	s.Children[st.PPID] = append(s.Children[st.PPID], st.PID)
 }
 
 // Get returns the stat of id when the snapshot has that very process alive.

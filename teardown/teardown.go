@@ -67,6 +67,7 @@ type Teardown struct {
 	denied   map[proc.Ident]proc.Stat
 	selfPID  int
 	selfPGID int
+	walks    int
 }
 
 // Outcome is what a teardown did.
@@ -84,6 +85,10 @@ type Outcome struct {
 	// Denied are the processes still alive that the kernel would not let
 	// the teardown's authority signal.
 	Denied []proc.Stat
+	// Walks counts the passes that read every process in /proc, where no
+	// kernel list (the tracker's, the group's) could answer: the part of
+	// a teardown that grows with the host.
+	Walks int
 }
 
 // targets is the union to end, now: live lineage members, live members of
@@ -130,27 +135,37 @@ func (td *Teardown) targets() map[proc.Ident]proc.Stat {
 	return set
 }
 
-// snapshot is what a pass looks at: every process in /proc; or, where
-// the tracker's members come from the kernel (eBPF: each read on its own by
-// LiveIn) and the kernel lists the payload's group, only the group, the
-// cgroup's members and the group's leader. The union is the same; on a
+// snapshot is what a pass looks at: where the tracker finds its members
+// without a walk (eBPF reads them one by one in LiveIn; procfs descends the
+// kernel's lists of the hold's children) and the kernel lists the
+// payload's group, those, the group, the cgroup's members and the group's
+// leader; otherwise every process in /proc. The union is the same; on a
 // host of tens of thousands of processes the walk is not.
 func (td *Teardown) snapshot() (*proc.Snapshot, error) {
-	if td.Tracker == nil || !tracker.KernelListed(td.Tracker) {
-		return proc.TakeSnapshot()
+	if td.Tracker == nil {
+		return td.walk()
 	}
-	var pids []int
+	s, ok := tracker.LineageSnapshot(td.Tracker)
+	if !ok {
+		return td.walk()
+	}
 	if td.PGID > 0 && td.PGID != td.selfPGID {
 		group, err := tracker.GroupMembers(td.PGID)
 		if err != nil {
-			return proc.TakeSnapshot()
+			return td.walk()
 		}
-		pids = append(group, td.PGID)
+		s.Read(append(group, td.PGID))
 	}
 	if td.Cgroup != nil {
-		pids = append(pids, td.Cgroup.PIDs()...)
+		s.Read(td.Cgroup.PIDs())
 	}
-	return proc.SnapshotOf(pids), nil
+	return s, nil
+}
+
+// walk reads every process in /proc, and counts it (Outcome.Walks).
+func (td *Teardown) walk() (*proc.Snapshot, error) {
+	td.walks++
+	return proc.TakeSnapshot()
 }
 
 // openGroup opens the payload's process group through its leader's pidfd,
@@ -473,6 +488,7 @@ func (td *Teardown) survivors(r *run) {
 		}
 	}
 	r.out.Ended = len(r.killed)
+	r.out.Walks = td.walks
 	sort.Slice(r.out.Survivors, func(i, j int) bool { return r.out.Survivors[i].PID < r.out.Survivors[j].PID })
 	r.out.End = time.Now()
 }

@@ -243,6 +243,7 @@ type ended struct {
 	Survivors    []survivor `json:"survivors"`
 	Kill         int        `json:"kill"`          // processes sent KILL one by one
 	CgroupKilled bool       `json:"cgroup_killed"` // the payload's cgroup was killed whole
+	ProcWalks    int        `json:"proc_walks"`    // teardown passes that read every process in /proc
 }
 
 // holdEnded returns the last "hold ended" line of the hold's stderr.

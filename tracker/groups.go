@@ -1,11 +1,14 @@
 // groups.go owns the kernel's answer to "which processes are in this
-// process group" for the teardown: bpf's iter/task program, one pass over
-// the kernel's task list instead of a read of every process's stat, used
-// where the tracker's own members come from the kernel too (eBPF), so that
-// a teardown pass reads only the lineage, the group and the cgroup.
+// process group" for the teardown (bpf's walk of the group's own list,
+// instead of a read of every process's stat), and what a pass reads to
+// find the tracker's members: together they let a teardown pass read only
+// the lineage, the group and the cgroup.
 package tracker
 
-import "github.com/gpu-hold/gpu-hold/bpf"
+import (
+	"github.com/gpu-hold/gpu-hold/bpf"
+	"github.com/gpu-hold/gpu-hold/proc"
+)
 
 // GroupMembers returns the tgid of every process in process group pgid.
 // An error says why the kernel could not answer, or should not: walk
@@ -20,15 +23,21 @@ func GroupMembers(pgid int) ([]int, error) {
 	return bpf.GroupMembers(pgid)
 }
 
-// KernelListed reports whether tr's members come from the kernel's own
-// account (the eBPF lineage map), read one by one, so that a teardown
-// pass does not need a walk of /proc to find them.
-func KernelListed(tr Tracker) bool {
+// LineageSnapshot is what a teardown pass reads to find tr's members
+// without a walk of /proc (the pass adds the group and the cgroup to it):
+// nothing for a tracker whose members come from the kernel's own account,
+// read one by one by LiveIn (eBPF); the processes below the hold for
+// procfs, whose subreaper keeps every member there. ok is false when only
+// a walk will do.
+func LineageSnapshot(tr Tracker) (s *proc.Snapshot, ok bool) {
 	switch t := tr.(type) {
 	case *bpfTracker, *pinnedTracker:
-		return true
+		return proc.SnapshotOf(nil), true
+	case *procTracker:
+		s, err := t.below()
+		return s, err == nil
 	case interface{ KernelListed() bool }: // a test's tracker
-		return t.KernelListed()
+		return proc.SnapshotOf(nil), t.KernelListed()
 	}
-	return false
+	return nil, false
 }

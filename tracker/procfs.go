@@ -12,8 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -40,12 +39,15 @@ type procTracker struct {
 	self       int
 	ptrace     bool // CAP_SYS_PTRACE: every zombie's stat shows its exit status
 
-	mu     sync.Mutex
-	root   proc.Ident
-	seen   map[proc.Ident]*procMember // every member ever seen
-	byPID  map[int]proc.Ident         // live members' pids -> identity
-	sealed time.Time
-	count  record.Counters
+	mu sync.Mutex
+	// reaping is held (shared) by each reap of the hold's and (alone) by a
+	// read of the hold's children lists: see children.
+	reaping sync.RWMutex
+	root    proc.Ident
+	seen    map[proc.Ident]*procMember // every member ever seen
+	byPID   map[int]proc.Ident         // live members' pids -> identity
+	sealed  time.Time
+	count   record.Counters
 
 	stop  chan struct{}
 	done  chan struct{}
@@ -161,14 +163,37 @@ func holdCPU() time.Duration {
 	return time.Duration((u.UserMS + u.SysMS) * float64(time.Millisecond))
 }
 
-// Live walks /proc once: the descendants of the hold, plus every member
-// seen before that is still alive, minus zombies. Adopted zombies are reaped.
+// Live looks once: the descendants of the hold, plus every member seen
+// before that is still alive, minus zombies. Adopted zombies are reaped.
 func (t *procTracker) Live() ([]proc.Stat, error) {
-	s, err := proc.TakeSnapshot()
+	s, err := t.below()
+	if err != nil {
+		if s, err = proc.TakeSnapshot(); err != nil {
+			return nil, err
+		}
+	}
+	return t.LiveIn(s), nil
+}
+
+// below reads the processes below the hold from the kernel's lists of
+// children: every member is there (orphans come to the hold), and the read
+// costs the lineage, not the host. What one read misses (a list read while
+// a child of it was reaped) the next finds, and Account, which cannot miss
+// a live member, says when nothing is left.
+func (t *procTracker) below() (*proc.Snapshot, error) {
+	top, err := t.children()
 	if err != nil {
 		return nil, err
 	}
-	return t.LiveIn(s), nil
+	return proc.SnapshotFrom(top), nil
+}
+
+// children reads the hold's own children lists with no reap of the hold's
+// under way: a reap racing the read could make it skip a live child.
+func (t *procTracker) children() ([]int, error) {
+	t.reaping.Lock()
+	defer t.reaping.Unlock()
+	return proc.Children(t.self)
 }
 
 // LiveIn is Live over the caller's walk, plus the hold's children it did
@@ -253,12 +278,18 @@ func (t *procTracker) members(s *proc.Snapshot) (live []proc.Stat, reap []proc.S
 		return true
 	})
 	// Members seen before but no longer below the hold (they cannot get out
-	// from under a subreaper, but the union is what the design promises).
+	// from under a subreaper, but the union is what the design promises),
+	// or that a read of the children lists missed: read on their own before
+	// their exit is recorded, unless s is a walk of every process.
 	for _, id := range t.byPID {
 		if found[id] {
 			continue
 		}
-		if st, ok := s.Get(id); ok {
+		st, ok := s.Get(id)
+		if !ok && !s.Whole {
+			st, ok = proc.LiveStat(id)
+		}
+		if ok {
 			live = append(live, st)
 			continue
 		}
@@ -367,19 +398,10 @@ func (t *procTracker) reapAdopted() {
 // process (os/exec's), alive or a zombie, from the kernel's children lists
 // of the hold's threads.
 func (t *procTracker) adopted(fn func(pid int)) {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid != t.root.PID {
-				fn(pid)
-			}
+	kids, _ := t.children()
+	for _, pid := range kids {
+		if pid != t.root.PID {
+			fn(pid)
 		}
 	}
 }
@@ -389,25 +411,20 @@ func (t *procTracker) adopted(fn func(pid int)) {
 // is alive. Every live member is below the hold (orphans come to it), so
 // some live member has a live ancestor among the hold's children; and a
 // process that forks and exits in a loop always has one of its own there:
-// the one that forked is adopted, and stays as a zombie until the hold
-// reaps it, by the time its parent's exit hands the newborn to the hold.
-// Known only once sealed, when the background reaper has stopped: only
-// the caller's own reaps then empty the lists.
+// its newborn is handed to the hold before it becomes a zombie. The lists
+// are read with no reap of the hold's under way (children), so an empty
+// read is an empty list; the payload is looked at first, as its orphans
+// come to the hold before it is a zombie. Not known on a kernel that keeps
+// no children lists.
 func (t *procTracker) Account() (some, known bool) {
-	t.mu.Lock()
-	sealed := !t.sealed.IsZero()
-	t.mu.Unlock()
-	if !sealed {
-		return false, false
-	}
-	if t.done != nil {
-		<-t.done
-	}
 	if proc.Alive(t.root) {
 		return true, true
 	}
-	t.adopted(func(int) { some = true })
-	return some, true
+	kids, err := t.children()
+	if err != nil {
+		return false, false
+	}
+	return slices.ContainsFunc(kids, func(pid int) bool { return pid != t.root.PID }), true
 }
 
 // reap collects an adopted orphan's zombie (never the payload's: os/exec
@@ -429,7 +446,10 @@ func (t *procTracker) reap(pid int) {
 func (t *procTracker) reapZombie(st proc.Stat) {
 	pid := st.PID
 	var ws unix.WaitStatus
-	if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil || got != pid {
+	t.reaping.RLock()
+	got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	t.reaping.RUnlock()
+	if err != nil || got != pid {
 		return
 	}
 	t.mu.Lock()

@@ -204,3 +204,48 @@ func TestReapAllInParts(t *testing.T) {
 		}
 	}
 }
+
+// TestAccountBeforeSeal: procfs's account is known before the seal (a
+// teardown's first pass asks it, to read the lineage alone) and counts
+// every child of the hold but the payload's zombie: a live one, and one
+// dead but not reaped. Fails when the account waits for the seal, or
+// skips zombies (a process that forks and exits in a loop leaves only
+// those behind at the instant of a read).
+func TestAccountBeforeSeal(t *testing.T) {
+	self := os.Getpid()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if kids, err := proc.Children(self); err != nil {
+			testenv.Need(t, "the kernel's children lists: %v", err)
+		} else if len(kids) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("test shape: the test process still has children of other tests after 5 s")
+		}
+	}
+	payload := startMarked(t, []string{"sh", "-c", "read x"}, nil)
+	st, err := proc.ReadStat(payload.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &procTracker{self: self, root: st.Ident, seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}}
+	want := func(step string, some bool) {
+		t.Helper()
+		if gotSome, known := tr.Account(); !known || gotSome != some {
+			t.Errorf("%s: Account() = some %v, known %v; want some %v, known", step, gotSome, known, some)
+		}
+	}
+	want("payload alive", true)
+	payload.stdin.Close()
+	waitDead(t, payload.pid)
+	want("payload a zombie, nothing else", false)
+	other := startMarked(t, []string{"sh", "-c", "read x"}, nil)
+	want("another child alive", true)
+	other.stdin.Close()
+	waitDead(t, other.pid)
+	want("another child a zombie", true)
+	if _, err := unix.Wait4(other.pid, nil, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	want("the other reaped", false)
+}
