@@ -32,6 +32,15 @@ func GroupsReady() bool {
 	return groupsObjs.prog != nil || KernelBTFRead() || GroupsPinned()
 }
 
+// OpenGroups opens the host's pinned copy of the programs, or loads them,
+// ahead of a GroupMembers that will need them.
+func OpenGroups() error {
+	groupsObjs.mu.Lock()
+	defer groupsObjs.mu.Unlock()
+	_, err := groupsProgram()
+	return err
+}
+
 // GroupMembers returns the tgid of every process whose process group is
 // pgid, read from the kernel. While a task has pgid's number (a payload's
 // leader, alive or a zombie not yet reaped), the kernel's own list of that

@@ -139,6 +139,7 @@ func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 		ev = ev.Str("bpf_programs", progs) // a spare taken, or loaded by this hold
 	}
 	ev.Bool("cgroup", h.cg != nil).Strs("cmd", o.Cmd).Msg("payload started")
+	go tracker.PrepareGroupWalk()
 	go func() {
 		ex, err := waitNoReap(cmd.Process.Pid)
 		if err != nil {

@@ -14,13 +14,31 @@ import (
 // An error says why the kernel could not answer, or should not: walk
 // /proc instead.
 func GroupMembers(pgid int) ([]int, error) {
-	if err := itersAllowed(); err != nil {
+	if err := groupWalkWanted(); err != nil {
 		return nil, err
 	}
-	if !bpf.GroupsReady() && hostTasks() < walkCheaperBelow {
-		return nil, errSmallHost
-	}
 	return bpf.GroupMembers(pgid)
+}
+
+// PrepareGroupWalk opens (or loads) what GroupMembers will run, where it
+// will run it: a hold calls it while its payload runs, so that the teardown
+// between two jobs does not pay for it.
+func PrepareGroupWalk() {
+	if groupWalkWanted() == nil {
+		bpf.OpenGroups()
+	}
+}
+
+// groupWalkWanted says why GroupMembers would not ask the kernel: it may
+// not, or the host is small enough that a walk of /proc costs less.
+func groupWalkWanted() error {
+	if err := itersAllowed(); err != nil {
+		return err
+	}
+	if !bpf.GroupsReady() && hostTasks() < walkCheaperBelow {
+		return errSmallHost
+	}
+	return nil
 }
 
 // LineageSnapshot is what a teardown pass reads to find tr's members
