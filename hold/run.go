@@ -124,6 +124,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	} else {
 		log.Info().Str("resource", o.Resource).Msg("token released")
 	}
+	stepAside()
 	h.writeMetrics(granted, time.Now())
 	h.removeCgroup()
 	h.rec.prune(&h.o, h.res.Record)

@@ -23,7 +23,7 @@ var ErrNoChildLists = errors.New("this kernel has no /proc/PID/task/TID/children
 // ErrGone when pid is gone; ErrNoChildLists when the kernel keeps none.
 func Children(pid int) ([]int, error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tids, err := threads(pid, dir)
+	tids, err := Threads(pid)
 	if err != nil {
 		return nil, err
 	}
@@ -38,9 +38,10 @@ func Children(pid int) ([]int, error) {
 	return out, nil
 }
 
-// threads lists pid's tids from dir (/proc/PID/task/), the main thread last.
-func threads(pid int, dir string) ([]int, error) {
-	d, err := os.Open(dir)
+// Threads lists pid's thread ids, the main thread last; ErrGone when pid
+// is gone.
+func Threads(pid int) ([]int, error) {
+	d, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
 		return nil, ErrGone
 	}

@@ -5,12 +5,12 @@ package main
 
 import (
 	"os"
-	"strconv"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -34,14 +34,9 @@ func newCmdMakeSpares() *cobra.Command {
 // runs on what the CPUs have left, never beside a hold's teardown or a
 // payload. Threads made later inherit it from their maker.
 func idlePriority() {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return
-	}
+	tids, _ := proc.Threads(os.Getpid())
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
-	for _, t := range tasks {
-		if tid, err := strconv.Atoi(t.Name()); err == nil {
-			unix.SchedSetAttr(tid, &attr, 0)
-		}
+	for _, tid := range tids {
+		unix.SchedSetAttr(tid, &attr, 0)
 	}
 }
