@@ -8,6 +8,7 @@
 package tracker
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -179,13 +180,33 @@ func (t *procTracker) Live() ([]proc.Stat, error) {
 // children: every member is there (orphans come to the hold), and the read
 // costs the lineage, not the host. What one read misses (a list read while
 // a child of it was reaped) the next finds, and Account, which cannot miss
-// a live member, says when nothing is left.
+// a live member, says when nothing is left. A lineage that is most of the
+// host is walked instead (errLineageLarge).
 func (t *procTracker) below() (*proc.Snapshot, error) {
+	if t.lineageThreads()*2 > hostTasks() {
+		return nil, errLineageLarge
+	}
 	top, err := t.children()
 	if err != nil {
 		return nil, err
 	}
 	return proc.SnapshotFrom(top), nil
+}
+
+// errLineageLarge is below's answer for a lineage with more than half the
+// host's threads: the descent reads one list per thread, a walk of /proc
+// one stat per process.
+var errLineageLarge = errors.New("the lineage has more than half the host's threads: walking /proc costs less than reading its children lists")
+
+// lineageThreads counts the threads of the live members, as last seen.
+func (t *procTracker) lineageThreads() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, id := range t.byPID {
+		n += max(t.seen[id].stat.Threads, 1)
+	}
+	return n
 }
 
 // children reads the hold's own children lists with no reap of the hold's

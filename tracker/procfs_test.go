@@ -249,3 +249,25 @@ func TestAccountBeforeSeal(t *testing.T) {
 	}
 	want("the other reaped", false)
 }
+
+// TestLargeLineageIsWalked: a lineage with most of the host's threads is
+// read by a walk of /proc, not through one children list per thread; a
+// small one through the lists. Fails when the descent is taken whatever
+// the lineage's size, or never.
+func TestLargeLineageIsWalked(t *testing.T) {
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &procTracker{self: self.PID, seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}}
+	member := proc.Ident{PID: 1 << 30, Start: 1}
+	tr.seen[member] = &procMember{stat: proc.Stat{Ident: member, Threads: 1}}
+	tr.byPID[member.PID] = member
+	if _, ok := LineageSnapshot(tr); !ok {
+		t.Errorf("a lineage of one thread: LineageSnapshot says walk /proc, want the children lists")
+	}
+	tr.seen[member].stat.Threads = hostTasks()
+	if _, ok := LineageSnapshot(tr); ok {
+		t.Errorf("a lineage of %d threads (the host's count): LineageSnapshot reads the children lists, want a walk", hostTasks())
+	}
+}
