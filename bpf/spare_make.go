@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -49,9 +50,11 @@ func MakeSpares(stock int) (int, error) {
 		return 0, err
 	}
 	defer root.Close()
-	if err := unix.Flock(int(root.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return 0, nil // another maker holds the lock
+	maker, err := lockMakers()
+	if maker == nil {
+		return 0, err // another maker at work, or the lock cannot be made
 	}
+	defer maker.Close()
 	sweepSpares()
 	seal, err := sealFor(Options{})
 	if err != nil {
@@ -62,12 +65,39 @@ func MakeSpares(stock int) (int, error) {
 	}
 	made := 0
 	for SpareCount() < stock {
-		if err := makeSpare(req, seal); err != nil {
+		pinned, err := makeSpare(root, req, seal, stock)
+		if err != nil || !pinned {
 			return made, err
 		}
 		made++
 	}
 	return made, nil
+}
+
+// makersLock is the directory under SpareRoot a maker holds locked while
+// it works, one maker at a time. The stock lock, on SpareRoot itself, is
+// held only while the stock is counted and a spare pinned: a maker that
+// held it through its loads (at SCHED_IDLE, slow on a busy host) made
+// every lineage given back meanwhile be freed, and the heads of a fast
+// chain load their own.
+const makersLock = "makers"
+
+// lockMakers takes the makers' lock without waiting: nil when another
+// maker holds it.
+func lockMakers() (*os.File, error) {
+	dir := filepath.Join(SpareRoot, makersLock)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("creating the makers' lock %s: %w", dir, err)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the makers' lock %s: %w", dir, err)
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		f.Close()
+		return nil, nil
+	}
+	return f, nil
 }
 
 // openSpareRoot mounts the BPF filesystem when needed and opens SpareRoot,
@@ -85,19 +115,47 @@ func openSpareRoot() (*os.File, error) {
 	return os.Open(SpareRoot)
 }
 
-// makeSpare loads one copy, attaches it, and pins its maps, programs and
-// links under a working name, then renames it into view: a taker never
-// sees a spare half pinned.
-func makeSpare(req string, seal SealMode) error {
+// makeSpare loads one copy and attaches it without the stock lock (a
+// lineage given back may be pinned meanwhile), then, under the lock, pins
+// it under a working name and renames it into view (a taker never sees a
+// spare half pinned) when the stock still wants it; else frees it.
+func makeSpare(root *os.File, req string, seal SealMode, stock int) (bool, error) {
 	l, err := loadObjects(seal, Options{})
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer l.Close() // the pins keep the objects
 	if err := l.attach(); err != nil {
-		return err
+		return false, err
 	}
-	return l.pinSpare(req, seal)
+	var pinned bool
+	err = atNormalPriority(func() error {
+		if err := unix.Flock(int(root.Fd()), unix.LOCK_EX); err != nil {
+			return fmt.Errorf("taking the stock lock on %s: %w", SpareRoot, err)
+		}
+		defer unix.Flock(int(root.Fd()), unix.LOCK_UN)
+		if SpareCount() >= stock {
+			return nil
+		}
+		pinned = true
+		return l.pinSpare(req, seal)
+	})
+	return pinned, err
+}
+
+// atNormalPriority runs fn on a thread of its own at the normal policy: a
+// maker runs at SCHED_IDLE, and one starved on a busy host while it holds
+// the stock lock would keep every lineage given back from the stock.
+func atNormalPriority(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if before, err := unix.SchedGetAttr(0, 0); err == nil && before.Policy == unix.SCHED_IDLE {
+		normal := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+		if unix.SchedSetAttr(0, &normal, 0) == nil {
+			defer unix.SchedSetAttr(0, before, 0)
+		}
+	}
+	return fn()
 }
 
 // pinSpare pins l's maps, programs and links as a spare of req and seal.
@@ -155,6 +213,9 @@ func sweepSpares() {
 	names, _ := spareNames()
 	for _, name := range names {
 		dir := filepath.Join(SpareRoot, name)
+		if name == makersLock {
+			continue
+		}
 		if strings.HasPrefix(name, "making_") || strings.HasPrefix(name, "taken_") {
 			if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) > staleSpareWork {
 				removeSpareDir(dir)

@@ -9,13 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Recycle gives the lineage back to the spares when it may be one
 // (mayRecycle), is quiet (nothing can be admitted, nothing is left to
-// report), no maker is at work and fewer than SpareStock are there. It
+// report), the stock lock comes within stockWait and fewer than
+// SpareStock are there. It
 // stays attached (see pinSpare). rd is its reader: what the ring buffer
 // still holds is drained and dropped (the hold's record is closed by now).
 // It reports whether the lineage became a spare; close it either way (the
@@ -61,9 +63,11 @@ func (l *Lineage) quiet() bool {
 }
 
 // lockStock opens the spare directory, when it is root's own, and takes
-// the makers' lock on it without waiting: the stock is counted and filled
-// by one process at a time, so a lineage given back never grows it past
-// SpareStock. While a maker holds the lock it fills the stock itself.
+// the stock lock on it: the stock is counted and filled by one process at
+// a time, so a lineage given back never grows it past SpareStock. Makers
+// and lineages given back hold it only to count and pin (makeSpare), so
+// it waits for it, up to stockWait, and then gives up: the lineage is
+// freed, as one that finds the stock full is.
 func lockStock() (*os.File, bool) {
 	if _, err := spareNames(); err != nil {
 		return nil, false
@@ -72,12 +76,19 @@ func lockStock() (*os.File, bool) {
 	if err != nil {
 		return nil, false
 	}
-	if unix.Flock(int(root.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		root.Close()
-		return nil, false
+	for end := time.Now().Add(stockWait); ; time.Sleep(time.Millisecond) {
+		if unix.Flock(int(root.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			return root, true
+		}
+		if time.Now().After(end) {
+			root.Close()
+			return nil, false
+		}
 	}
-	return root, true
 }
+
+// stockWait bounds lockStock's wait: a pin takes about a millisecond.
+const stockWait = 50 * time.Millisecond
 
 // mayRecycle: loaded or taken as the environment still asks (no seal or
 // size forced), with its programs, and no pins of its hold left: a

@@ -130,8 +130,8 @@ func TestRecycleRefused(t *testing.T) {
 	refused("a lineage its hold still pins", pinned, rd)
 
 	busy, rd := usedLineage(t, "test-recycle-busy")
-	root := takeMakersLock(t)
-	refused("a lineage given back while a maker is at work", busy, rd)
+	root := takeStockLock(t)
+	refused("a lineage given back while the stock lock stays taken", busy, rd)
 	root.Close()
 
 	teststock.Fill(t, SpareStock, func() error { _, err := MakeSpares(SpareStock); return err }, SpareCount)
@@ -158,16 +158,69 @@ func TestUnreadEventRefused(t *testing.T) {
 	}
 }
 
-// takeMakersLock takes the makers' lock as a maker at work holds it,
-// waiting while a hold's maker (of another request) has it.
-func takeMakersLock(t *testing.T) *os.File {
+// takeStockLock takes the stock lock as a maker pinning a spare holds it,
+// waiting while a hold's maker or lineage (of another request) has it.
+func takeStockLock(t *testing.T) *os.File {
 	t.Helper()
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if root, ok := lockStock(); ok {
 			return root
 		}
 		if time.Now().After(end) {
+			t.Fatal("the stock lock stayed taken for 30 s")
+		}
+	}
+}
+
+// takeMakersLock takes the makers' lock as a maker at work holds it,
+// waiting while a hold's maker (of another request) has it.
+func takeMakersLock(t *testing.T) *os.File {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		f, err := lockMakers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f != nil {
+			return f
+		}
+		if time.Now().After(end) {
 			t.Fatal("the makers' lock stayed taken for 30 s")
 		}
+	}
+}
+
+// TestRecycleBesideMaker: a lineage given back while a maker is at work
+// (loading at SCHED_IDLE, for as long as a busy host makes it) goes back
+// to the stock. Fails when a maker's work keeps lineages from the stock:
+// a fast chain's heads then find none and load their own.
+func TestRecycleBesideMaker(t *testing.T) {
+	ownStock(t)
+	maker := takeMakersLock(t)
+	defer maker.Close()
+	l, rd := usedLineage(t, "test-recycle-beside-maker")
+	if ok, err := l.Recycle(rd); !ok || err != nil || SpareCount() != 1 {
+		t.Errorf("given back beside a maker at work: %v, %v; %d spares, want 1", ok, err, SpareCount())
+	}
+}
+
+// TestMakerCountsUnderLock: a maker that finds the stock full once its
+// load is done (lineages given back meanwhile) frees the copy instead of
+// pinning it. Fails when a maker pins without counting under the lock.
+func TestMakerCountsUnderLock(t *testing.T) {
+	ownStock(t)
+	teststock.Fill(t, SpareStock, func() error { _, err := MakeSpares(SpareStock); return err }, SpareCount)
+	root, err := os.Open(SpareRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	req, err := sealRequest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := makeSpare(root, req, SealFork, SpareStock)
+	if pinned || err != nil || SpareCount() != SpareStock {
+		t.Errorf("a spare made for a full stock: pinned %v, %v; %d spares, want %d", pinned, err, SpareCount(), SpareStock)
 	}
 }
