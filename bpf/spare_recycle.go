@@ -50,6 +50,15 @@ func (l *Lineage) Recycle(rd *Reader) (bool, error) {
 	return true, nil
 }
 
+// GiveBackUnused gives the stock a copy loaded for a hold that took a
+// spare after all, as Recycle does. It never ran a payload, and the pins
+// under its hold's id, if any, are that spare's: it is checked under a
+// name no hold pins.
+func (l *Lineage) GiveBackUnused(rd *Reader) (bool, error) {
+	l.holdID = "unused-" + uniqueName() // bpffs refuses a name with a dot
+	return l.Recycle(rd)
+}
+
 // quiet: no launcher is named and the lineage map is empty, so the
 // attached programs can admit no one and emit nothing from now on (and
 // resetting the seal frees no member from it).

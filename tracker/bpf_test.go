@@ -687,3 +687,64 @@ func TestBPFClosedTrackerIsSpare(t *testing.T) {
 	btLaunch(t, next, mark, nil, "bash", "-c", "sleep 300 & exec sleep 301")
 	btSameAsMarked(t, next, mark, 2, "sleep")
 }
+
+// A tracker that found no spare and loads its own takes one that comes
+// back meanwhile (as a chain's lineages do, a moment after each release),
+// and its fresh copy, once loaded, goes to the stock. Fails when a load,
+// once begun, is waited for whatever comes back, or its copy is freed.
+func TestBPFLoadTakesSpareThatCameBack(t *testing.T) {
+	teststock.Own(t, "fork")
+	btNeedBPF(t)
+	teststock.Fill(t, 1, func() error { _, err := MakeSpares(); return err }, SpareCount)
+	for SpareCount() > 1 {
+		l, err := bpf.TakeSpare("test-came-back-extra")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	}
+	names, err := os.ReadDir(SpareRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spare string
+	for _, e := range names {
+		if strings.Contains(e.Name(), "_fork_") {
+			spare = filepath.Join(SpareRoot, e.Name())
+		}
+	}
+	hidden := filepath.Join(SpareRoot, "making_test-"+strconv.Itoa(os.Getpid()))
+	if spare == "" || os.Rename(spare, hidden) != nil || SpareCount() != 0 {
+		t.Fatalf("test shape: cannot hide the spare %q (%d spares)", spare, SpareCount())
+	}
+	t.Cleanup(func() { os.Rename(hidden, spare) })
+	back := make(chan struct{})
+	maps := bpfMapFDs()
+	go func() {
+		// Once the fresh load has made its first map (the first look found
+		// nothing), well before the load ends.
+		for end := time.Now().Add(30 * time.Second); bpfMapFDs() <= maps && time.Now().Before(end); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		os.Rename(hidden, spare)
+		close(back)
+	}()
+	tr, _ := btTracker(t)
+	<-back
+	if p := Programs(tr); p != "spare" {
+		t.Fatalf("the tracker's programs were %s, want the spare that came back while it loaded", p)
+	}
+	btWaitFor(t, 10*time.Second, "the unused fresh copy in the stock", func() bool { return SpareCount() == 1 })
+}
+
+// bpfMapFDs counts this process's descriptors of BPF maps.
+func bpfMapFDs() int {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && l == "anon_inode:bpf-map" {
+			n++
+		}
+	}
+	return n
+}

@@ -1,19 +1,70 @@
 // spares.go owns the eBPF backend's spare lineages (package bpf): a hold
-// takes one when one is there instead of loading its own, and the stock is
-// kept by a maker the hold starts once its payload runs.
+// takes one when one is there (or comes back while it loads its own)
+// instead of loading its own, and the stock is kept by the lineages holds
+// give back and by a maker a hold starts after its release.
 package tracker
 
-import "github.com/gpu-hold/gpu-hold/bpf"
+import (
+	"time"
 
-// loadLineage takes a spare for the hold, else loads a fresh copy. A seal
-// the options force (tests) always loads.
+	"github.com/gpu-hold/gpu-hold/bpf"
+)
+
+// loadLineage takes a spare for the hold, else loads a fresh copy. While
+// it loads, it looks for a spare every sparePoll and takes one that came
+// back (in a chain of short holds, each lineage comes back a moment after
+// its hold's release, often just after the next head found the stock
+// empty); the fresh copy then goes to the stock once loaded, or is freed.
+// A seal the options force (tests) always loads.
 func loadLineage(opts Options) (*bpf.Lineage, error) {
-	if opts.Seal == "" && opts.HoldID != "" {
-		if l, err := bpf.TakeSpare(opts.HoldID); err == nil {
-			return l, nil
+	load := func() (*bpf.Lineage, error) { return bpf.Load(bpf.Options{HoldID: opts.HoldID, Seal: opts.Seal}) }
+	if opts.Seal != "" || opts.HoldID == "" {
+		return load()
+	}
+	if l, err := bpf.TakeSpare(opts.HoldID); err == nil {
+		return l, nil
+	}
+	fresh := make(chan loaded, 1)
+	go func() {
+		l, err := load()
+		fresh <- loaded{l, err}
+	}()
+	poll := time.NewTicker(sparePoll)
+	defer poll.Stop()
+	for {
+		select {
+		case r := <-fresh:
+			return r.l, r.err
+		case <-poll.C:
+			if l, err := bpf.TakeSpare(opts.HoldID); err == nil {
+				go giveBackUnused(fresh)
+				return l, nil
+			}
 		}
 	}
-	return bpf.Load(bpf.Options{HoldID: opts.HoldID, Seal: opts.Seal})
+}
+
+// sparePoll is how often a hold loading its own copy looks for a spare.
+const sparePoll = 2 * time.Millisecond
+
+// loaded is a fresh copy's load.
+type loaded struct {
+	l   *bpf.Lineage
+	err error
+}
+
+// giveBackUnused gives the stock the copy a hold loaded and did not use,
+// or frees it (a hold that exits first frees it with its descriptors).
+func giveBackUnused(fresh <-chan loaded) {
+	r := <-fresh
+	if r.err != nil {
+		return
+	}
+	defer r.l.Close() // the pins keep a copy given back
+	if rd, err := r.l.NewReader(); err == nil {
+		r.l.GiveBackUnused(rd)
+		rd.Close()
+	}
 }
 
 // SpareRoot is where the spares are pinned.
