@@ -17,9 +17,9 @@ import (
 // Recycle gives the lineage back to the spares when it may be one
 // (mayRecycle), is quiet (nothing can be admitted, nothing is left to
 // report), the stock lock comes within stockWait and fewer than
-// SpareStock are there. It
-// stays attached (see pinSpare). rd is its reader: what the ring buffer
-// still holds is drained and dropped (the hold's record is closed by now).
+// SpareStock are there. It stays attached (see pinSpare). rd is its
+// reader: what the ring buffer still holds is drained and dropped (the
+// hold's record is closed by now).
 // It reports whether the lineage became a spare; close it either way (the
 // pins keep the objects, and a lineage not given back is detached and
 // freed).

@@ -162,30 +162,34 @@ func TestUnreadEventRefused(t *testing.T) {
 // waiting while a hold's maker or lineage (of another request) has it.
 func takeStockLock(t *testing.T) *os.File {
 	t.Helper()
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if root, ok := lockStock(); ok {
-			return root
-		}
-		if time.Now().After(end) {
-			t.Fatal("the stock lock stayed taken for 30 s")
-		}
-	}
+	return takeLock(t, "the stock lock", func() *os.File {
+		root, _ := lockStock()
+		return root
+	})
 }
 
 // takeMakersLock takes the makers' lock as a maker at work holds it,
 // waiting while a hold's maker (of another request) has it.
 func takeMakersLock(t *testing.T) *os.File {
 	t.Helper()
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	return takeLock(t, "the makers' lock", func() *os.File {
 		f, err := lockMakers()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f != nil {
+		return f
+	})
+}
+
+// takeLock calls take until it returns the lock, for up to 30 s.
+func takeLock(t *testing.T, name string, take func() *os.File) *os.File {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if f := take(); f != nil {
 			return f
 		}
 		if time.Now().After(end) {
-			t.Fatal("the makers' lock stayed taken for 30 s")
+			t.Fatalf("%s stayed taken for 30 s", name)
 		}
 	}
 }
