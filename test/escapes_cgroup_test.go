@@ -152,12 +152,7 @@ func routeE17(t *testing.T, rg rig) {
 			t.Parallel()
 			mark := newMark(t)
 			d, q := rg.dirs(t)
-			cg := testCgroup(t, unifiedRoot, mark, nil)
-			script(t, d, "member.sh", `echo $$ > '`+cg+`/cgroup.procs' || exit 3
-trap "" TERM
-put member $$
-exec sleep 300
-`)
+			cg := cgroupLeaver(t, d, mark)
 			payload := script(t, d, "root.sh", `setsid bash "$GH_T/member.sh" &
 await member
 exec sleep 300
@@ -178,6 +173,20 @@ exec sleep 300
 			}
 		})
 	}
+}
+
+// cgroupLeaver makes a sibling cgroup v2 for the test and writes
+// member.sh into d: a member that moves itself into that cgroup, ignores
+// TERM and puts its pid in d/member. It returns the cgroup's path.
+func cgroupLeaver(t *testing.T, d, mark string) string {
+	t.Helper()
+	cg := testCgroup(t, unifiedRoot, mark, nil)
+	script(t, d, "member.sh", `echo $$ > '`+cg+`/cgroup.procs' || exit 3
+trap "" TERM
+put member $$
+exec sleep 300
+`)
+	return cg
 }
 
 // leftBehind notes the hold's own cgroup v2 of pid (when it has one): the

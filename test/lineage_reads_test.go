@@ -31,12 +31,7 @@ func TestProcTeardownReadsTheLineage(t *testing.T) {
 			t.Parallel()
 			mark := newMark(t)
 			d, q := rg.dirs(t)
-			cg := testCgroup(t, unifiedRoot, mark, nil)
-			script(t, d, "member.sh", `echo $$ > '`+cg+`/cgroup.procs' || exit 3
-trap "" TERM
-put member $$
-exec sleep 300
-`)
+			cgroupLeaver(t, d, mark)
 			payload := script(t, d, "root.sh", `setsid bash "$GH_T/member.sh" &
 await member
 sleep 301 &
