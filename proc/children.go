@@ -129,11 +129,19 @@ func SnapshotFrom(top []int) *Snapshot {
 
 // readLevel reads the stats of one level of the descent into s and
 // returns the next level: the children of the live ones. A wide level
-// is read on several goroutines, as a walk is.
-func (s *Snapshot) readLevel(pids []int) []int {
+// is read on several goroutines, as a walk is. A pid s has already read
+// is not read again (a process can be listed twice while it moves to the
+// hold), so the descent reads each process once and ends.
+func (s *Snapshot) readLevel(level []int) []int {
 	type found struct {
 		st   Stat
 		kids []int
+	}
+	pids := make([]int, 0, len(level))
+	for _, pid := range level {
+		if _, seen := s.ByPID[pid]; !seen {
+			pids = append(pids, pid)
+		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(pids)/(parallelWalk/2))
 	parts := make([][]found, max(workers, 1))
@@ -143,10 +151,7 @@ func (s *Snapshot) readLevel(pids []int) []int {
 			if err != nil {
 				continue
 			}
-			f := found{st: st}
-			if !st.Dead() {
-				f.kids, _ = Children(pid)
-			}
+			f := found{st: st, kids: childrenOf(st)}
 			parts[part] = append(parts[part], f)
 		}
 	})
@@ -154,11 +159,28 @@ func (s *Snapshot) readLevel(pids []int) []int {
 	for _, part := range parts {
 		for _, f := range part {
 			if _, seen := s.ByPID[f.st.PID]; seen {
-				continue // listed twice while it moved to the hold
+				continue // listed twice in this level
 			}
 			s.add(f.st)
 			next = append(next, f.kids...)
 		}
 	}
 	return next
+}
+
+// childrenOf reads the children of the process st was read from: none
+// for a dead one; its main thread's list when it had one thread (what a
+// thread made since the stat forks, a later read finds); else every
+// thread's.
+func childrenOf(st Stat) []int {
+	switch {
+	case st.Dead():
+		return nil
+	case st.Threads == 1:
+		pid := strconv.Itoa(st.PID)
+		kids, _ := childList("/proc/" + pid + "/task/" + pid + "/children")
+		return kids
+	}
+	kids, _ := Children(st.PID)
+	return kids
 }

@@ -4,6 +4,7 @@
 package proc_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -140,4 +141,44 @@ func descendants(s *proc.Snapshot, pid int, mark string) []int {
 	})
 	slices.Sort(out)
 	return out
+}
+
+const offMainChild = "GPU_HOLD_TEST_OFF_MAIN_CHILD"
+
+// Catches: a descent that reads a threaded process's main thread alone:
+// a grandchild forked by another of its threads is on that thread's list.
+func TestSnapshotFromThreadedChild(t *testing.T) {
+	if os.Getenv(offMainChild) == "1" {
+		// The child: a sleep forked from a thread other than the main one,
+		// kept alive, then wait to be killed.
+		pid, release := startOffMain(t, os.Getenv(marks.Env))
+		defer release()
+		fmt.Println("grandchild", pid)
+		time.Sleep(time.Hour)
+		return
+	}
+	mark := marks.New()
+	t.Cleanup(func() { marks.Kill(mark) })
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotFromThreadedChild$", "-test.count=1", "-test.timeout=2h")
+	cmd.Env = append(os.Environ(), offMainChild+"=1", marks.Env+"="+mark)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	var grandchild int
+	if _, err := fmt.Fscanf(out, "grandchild %d\n", &grandchild); err != nil {
+		t.Fatalf("the child said nothing of its grandchild: %v", err)
+	}
+	top, err := proc.Children(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := proc.SnapshotFrom(top)
+	if st, ok := s.ByPID[grandchild]; !ok || st.PPID != cmd.Process.Pid {
+		t.Errorf("the descent has the grandchild %d as %+v (found %v), want it below the child %d", grandchild, st, ok, cmd.Process.Pid)
+	}
 }
