@@ -145,17 +145,19 @@ func (td *Teardown) snapshot() (*proc.Snapshot, error) {
 	if td.Tracker == nil {
 		return td.walk()
 	}
+	var group []int
+	if td.PGID > 0 && td.PGID != td.selfPGID {
+		pids, err := tracker.GroupMembers(td.PGID)
+		if err != nil {
+			return td.walk() // before reading the lineage, which the walk reads too
+		}
+		group = append(pids, td.PGID)
+	}
 	s, ok := tracker.LineageSnapshot(td.Tracker)
 	if !ok {
 		return td.walk()
 	}
-	if td.PGID > 0 && td.PGID != td.selfPGID {
-		group, err := tracker.GroupMembers(td.PGID)
-		if err != nil {
-			return td.walk()
-		}
-		s.Read(append(group, td.PGID))
-	}
+	s.Read(group)
 	if td.Cgroup != nil {
 		s.Read(td.Cgroup.PIDs())
 	}
