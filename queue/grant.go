@@ -227,14 +227,31 @@ func (q *dirQueue) cleanup(s *snapshot) {
 			q.removeIfSame(m.name, m.dev, m.ino)
 		}
 	}
-	for _, name := range s.temps {
+	q.removeStaleTemps(s.temps)
+}
+
+// staleTemp is how old a file being published must be before cleanup
+// looks at it.
+const staleTemp = time.Minute
+
+// removeStaleTemps removes the files being published that are older than
+// staleTemp and that no process holds locked: their publisher died. A
+// younger one is not even opened: its publisher locks it just after making
+// it, and the probe's shared lock, taken in that instant, made the
+// publisher's lock fail and its enqueue with it.
+func (q *dirQueue) removeStaleTemps(names []string) {
+	for _, name := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(q.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || time.Since(time.Unix(st.Mtim.Unix())) <= staleTemp {
+			continue
+		}
 		fd, st, err := q.openRegular(name, unix.O_RDONLY)
 		if err != nil {
 			continue
 		}
 		live, _ := lockedByOther(fd)
 		unix.Close(fd)
-		if !live && time.Since(time.Unix(st.Mtim.Unix())) > time.Minute {
+		if !live && time.Since(time.Unix(st.Mtim.Unix())) > staleTemp {
 			q.removeIfSame(name, st.Dev, st.Ino)
 		}
 	}
