@@ -45,6 +45,8 @@ func loadLineage(opts Options) (*bpf.Lineage, error) {
 }
 
 // sparePoll is how often a hold loading its own copy looks for a spare.
+// A load is short: a few reads of the spare directory do, where a watch
+// on it would need a descriptor and a goroutine of its own.
 const sparePoll = 2 * time.Millisecond
 
 // loaded is a fresh copy's load.
