@@ -47,7 +47,7 @@ type procTracker struct {
 	root    proc.Ident
 	seen    map[proc.Ident]*procMember // every member ever seen
 	byPID   map[int]proc.Ident         // live members' pids -> identity
-	sealed  time.Time
+	sealed  bool                       // Seal has run: quiet is closed
 	count   record.Counters
 
 	stop  chan struct{}
@@ -497,8 +497,8 @@ func (t *procTracker) Changed() <-chan struct{} { return nil }
 // group per child, under tasklist_lock (5 s measured).
 func (t *procTracker) Seal() error {
 	t.mu.Lock()
-	first := t.sealed.IsZero()
-	t.sealed = time.Now()
+	first := !t.sealed
+	t.sealed = true
 	t.mu.Unlock()
 	if first && t.quiet != nil {
 		close(t.quiet)
