@@ -92,6 +92,10 @@ struct hold_state {
 	__u64 root_start_ns;
 	__u32 root;            /* tgid of the payload, 0 before it is forked */
 	__u32 roots;           /* children of the launcher admitted */
+	/* Entries in the lineage map, counted up before an insert and down
+	 * after a delete: never fewer than there are, so 0 means none (the
+	 * teardown's account reads this, not the 65,536 buckets). */
+	__u64 live;
 };
 
 struct event {
@@ -200,6 +204,17 @@ static __always_inline void fill(struct event *e, __u32 kind, struct task_struct
 	e->flags = 0;
 }
 
+/* forget removes tgid's entry and counts it out of state.live, after the
+ * delete and only when this call removed it. */
+static __always_inline long forget(struct hold_state *st, __u32 tgid)
+{
+	long err = bpf_map_delete_elem(&lineage, &tgid);
+
+	if (!err)
+		__sync_fetch_and_sub(&st->live, 1);
+	return err;
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -226,7 +241,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		/* An entry for another process that had this pid (its exit went
 		 * unseen): identity is (pid, start time), so this parent is no
 		 * member. Drop the stale entry; never kill on it. */
-		bpf_map_delete_elem(&lineage, &ptgid);
+		forget(st, ptgid);
 		pm = NULL;
 	}
 	if (pm) {
@@ -248,10 +263,14 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	m.hold_id = cfg->hold_id;
 	m.parent = ptgid;
 	m.flags = flags;
+	__sync_fetch_and_add(&st->live, 1);
 	err = bpf_map_update_elem(&lineage, &ctgid, &m, BPF_NOEXIST);
-	if (err == -EEXIST) /* a stale entry for a reused pid: the exit was missed */
-		err = bpf_map_update_elem(&lineage, &ctgid, &m, BPF_ANY);
+	if (err == -EEXIST) { /* a stale entry for a reused pid: the exit was missed */
+		forget(st, ctgid);
+		err = bpf_map_update_elem(&lineage, &ctgid, &m, BPF_NOEXIST);
+	}
 	if (err) {
+		__sync_fetch_and_sub(&st->live, 1);
 		__sync_fetch_and_add(&st->overflow, 1);
 		flags |= EVENT_NOT_STORED;
 	} else {
@@ -315,8 +334,9 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
-	__u32 tgid = p->tgid;
+	__u32 zero = 0, tgid = p->tgid;
 	struct signal_struct *sig;
+	struct hold_state *st;
 	struct member *m;
 	struct event *e;
 	__u64 start;
@@ -331,8 +351,11 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;
 	flags = m->flags;
 	start = m->start_ns; /* p may be any thread: its own start is not the process's */
+	st = bpf_map_lookup_elem(&state, &zero);
+	if (!st)
+		return 0;
 	/* Only the thread that removes the member reports its exit. */
-	if (bpf_map_delete_elem(&lineage, &tgid))
+	if (forget(st, tgid))
 		return 0;
 
 	e = reserve(sizeof(*e));

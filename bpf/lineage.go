@@ -4,6 +4,8 @@
 package bpf
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -72,7 +74,15 @@ type Counters struct {
 	Overflow      uint64 // children the full lineage map could not store
 	Lost          uint64 // ring buffer reservations that failed (events lost)
 	KilledAtBirth uint64 // children killed at the fork after the seal (SealBirth only)
+	// Live is never fewer than the entries in the lineage map (counted up
+	// before an insert, down after a delete): 0 means it is empty, read in
+	// one lookup. LiveUnknown when the pinned maps predate the count.
+	Live uint64
 }
+
+// LiveUnknown is Counters.Live of a lineage pinned by a build of gpu-hold
+// whose state map has no count: never 0, so no one takes it for empty.
+const LiveUnknown = ^uint64(0)
 
 // Lineage is one hold's loaded programs, maps and links. Close it.
 type Lineage struct {
@@ -301,13 +311,24 @@ func (l *Lineage) Sealed() (bool, error) {
 	return c.Sealed != 0, err
 }
 
+// readState reads the programs' state. A state map pinned by an earlier
+// build (a dead holder's, across an upgrade) is shorter: what it has is
+// read, and its count is LiveUnknown.
 func (l *Lineage) readState() (lineageHoldState, error) {
 	var s lineageHoldState
 	if l.maps.State == nil {
 		return s, ErrClosed
 	}
-	if err := l.maps.State.Lookup(uint32(0), &s); err != nil {
+	size := binary.Size(s)
+	buf := make([]byte, max(int(l.maps.State.ValueSize()), size))
+	if err := l.maps.State.Lookup(uint32(0), buf[:l.maps.State.ValueSize()]); err != nil {
 		return s, fmt.Errorf("reading the lineage state map: %w", err)
+	}
+	if err := binary.Read(bytes.NewReader(buf[:size]), binary.LittleEndian, &s); err != nil {
+		return s, fmt.Errorf("decoding the lineage state map: %w", err)
+	}
+	if int(l.maps.State.ValueSize()) < size {
+		s.Live = LiveUnknown
 	}
 	return s, nil
 }
@@ -321,7 +342,7 @@ func (l *Lineage) Root() (Root, error) {
 // Counters reads the programs' counters.
 func (l *Lineage) Counters() (Counters, error) {
 	s, err := l.readState()
-	return Counters{Admitted: s.Admitted, Overflow: s.Overflow, Lost: s.Lost, KilledAtBirth: s.KilledAtBirth}, err
+	return Counters{Admitted: s.Admitted, Overflow: s.Overflow, Lost: s.Lost, KilledAtBirth: s.KilledAtBirth, Live: s.Live}, err
 }
 
 // Member looks up one tgid in the lineage.

@@ -53,6 +53,7 @@ type lineageHoldState struct {
 	RootStartNs   uint64
 	Root          uint32
 	Roots         uint32
+	Live          uint64
 }
 
 type lineageMember struct {

@@ -30,6 +30,7 @@ type lineageNokfuncHoldState struct {
 	RootStartNs   uint64
 	Root          uint32
 	Roots         uint32
+	Live          uint64
 }
 
 type lineageNokfuncMember struct {

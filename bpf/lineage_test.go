@@ -9,9 +9,12 @@ import (
 	"encoding/hex"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
@@ -116,13 +119,62 @@ func TestOverflowCounted(t *testing.T) {
 	}
 	// The payload and 3 children fit; the other 5 children do not. (Go's
 	// own short-lived probe child, when it forked one, was admitted too.)
-	if c.Overflow != 5 || c.Admitted != 3+uint64(r.Forks) || len(ms) != 4 {
-		t.Fatalf("counters %+v, root %+v, %d members: want 5 overflowed, 4 stored", c, r, len(ms))
+	if c.Overflow != 5 || c.Admitted != 3+uint64(r.Forks) || len(ms) != 4 || c.Live != 4 {
+		t.Fatalf("counters %+v, root %+v, %d members: want 5 overflowed, 4 stored and counted live", c, r, len(ms))
 	}
 	for _, m := range ms {
 		if (m.PID != r.PID || m.Flags != MemberRoot) && m.Parent != r.PID {
 			t.Fatalf("member %+v is neither the payload (%d) nor its child", m, r.PID)
 		}
+	}
+}
+
+// TestLiveCountsEntries: the programs' count of the lineage map's entries
+// follows the forks and exits (a payload and its three children, then
+// none), so that 0 can stand for a read of the whole map.
+func TestLiveCountsEntries(t *testing.T) {
+	l, _, cmd := launchMarked(t, Options{HoldID: "test-live"}, "for i in 1 2 3; do sleep 300 & done; wait")
+	counted := func(want int) {
+		t.Helper()
+		var c Counters
+		var ms []Member
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			var err error
+			if c, err = l.Counters(); err != nil {
+				t.Fatal(err)
+			}
+			if ms, err = l.Members(); err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) == want && c.Live == uint64(want) {
+				return
+			}
+		}
+		t.Fatalf("%d members and a count of %d, want %d of each", len(ms), c.Live, want)
+	}
+	counted(4)
+	marks.Kill(strings.TrimPrefix(cmd.Env[len(cmd.Env)-1], "GPU_HOLD_TEST_MARK="))
+	cmd.Wait()
+	counted(0)
+}
+
+// TestStateBeforeTheCount: a state map pinned by a build whose state had
+// no count (a dead holder's, across an upgrade) reads with its counters and
+// a count that is never taken for empty.
+func TestStateBeforeTheCount(t *testing.T) {
+	old := binary.Size(lineageHoldState{}) - 8
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: uint32(old), MaxEntries: 1})
+	testenv.NeedBPF(t, err)
+	defer m.Close()
+	v := make([]byte, old)
+	binary.LittleEndian.PutUint64(v, 7) // admitted
+	if err := m.Put(uint32(0), v); err != nil {
+		t.Fatal(err)
+	}
+	l := &Lineage{maps: lineageMaps{State: m}}
+	c, err := l.Counters()
+	if err != nil || c.Admitted != 7 || c.Live != LiveUnknown {
+		t.Fatalf("counters %+v, %v: want 7 admitted and the count unknown", c, err)
 	}
 }
 
