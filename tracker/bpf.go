@@ -169,6 +169,9 @@ func (t *bpfTracker) Live() ([]proc.Stat, error) {
 // walk saw. A member it did not see (born after it listed /proc) is read
 // on its own: a process that forks and exits in a loop is never in a walk.
 func (t *bpfTracker) LiveIn(s *proc.Snapshot) []proc.Stat {
+	if t.empty() {
+		return nil
+	}
 	ms, err := t.l.Members()
 	if err != nil {
 		live, _ := t.Live()
@@ -194,6 +197,13 @@ func (t *bpfTracker) LiveIn(s *proc.Snapshot) []proc.Stat {
 	return live
 }
 
+// empty reports whether the programs' count says the lineage map is empty:
+// one lookup, where reading the map walks every one of its buckets.
+func (t *bpfTracker) empty() bool {
+	c, err := t.l.Counters()
+	return err == nil && c.Live == 0
+}
+
 // Account reads the lineage map: a member's entry goes when its last
 // thread exits, so an empty map (and no member lost to overflow) means no
 // member is alive, wherever it went. Once sealed, an entry that a read of
@@ -202,6 +212,9 @@ func (t *bpfTracker) Account() (some, known bool) {
 	c, err := t.l.Counters()
 	if err != nil || c.Overflow > 0 {
 		return false, false
+	}
+	if c.Live == 0 {
+		return false, true
 	}
 	ms, err := t.l.Members()
 	if err != nil {
