@@ -60,6 +60,10 @@ type Teardown struct {
 	// CutGrace, when it closes, ends the grace at once and goes on to the
 	// KILL passes (a second Ctrl-C, as srun and docker take it); nil: never.
 	CutGrace <-chan struct{}
+	// Group is the payload's group, opened through its leader's pidfd by
+	// the caller at the launch (proc.OpenGroup), or nil: Run opens it
+	// then. Run closes it.
+	Group *proc.Group
 
 	group *proc.Group // the payload's group (openGroup); nil: none
 	// denied holds what the kernel refused to let us signal: left out of
@@ -177,12 +181,17 @@ func (td *Teardown) walk() (*proc.Snapshot, error) {
 // died of its TERM. No group when there is none, it is the hold's own, or
 // its leader is gone.
 func (td *Teardown) openGroup() {
+	g := td.Group
 	if td.PGID <= 0 || td.PGID == td.selfPGID || td.PGID != td.Root.PID {
+		if g != nil {
+			g.Close()
+		}
 		return
 	}
-	if g, err := proc.OpenGroup(td.Root); err == nil {
-		td.group = g
+	if g == nil {
+		g, _ = proc.OpenGroup(td.Root)
 	}
+	td.group = g
 }
 
 // killGroup sends KILL to the payload's process group through its leader's
