@@ -22,8 +22,9 @@ import (
 
 // Cgroup is the payload's own cgroup.
 type Cgroup struct {
-	Path string // absolute path in the cgroup2 mount
-	fd   int    // O_PATH|O_DIRECTORY fd for SysProcAttr.CgroupFD
+	Path string    // absolute path in the cgroup2 mount
+	fd   int       // O_PATH|O_DIRECTORY fd for SysProcAttr.CgroupFD
+	made time.Time // zero for a cgroup named by Open
 }
 
 // Mount returns the cgroup v2 mount point ("" when there is none).
@@ -81,7 +82,15 @@ func New(holdID string) (*Cgroup, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("cannot open cgroup %s: %w", path, err)
 	}
-	return &Cgroup{Path: path, fd: fd}, nil
+	return &Cgroup{Path: path, fd: fd, made: time.Now()}, nil
+}
+
+// Fresh reports whether the cgroup New made is young enough that no other
+// hold's sweep can have removed it (a sweep takes an empty one only once it
+// is staleCgroupAge old): one made ahead of its payload, at the head of the
+// queue, is used only while fresh.
+func (c *Cgroup) Fresh() bool {
+	return !c.made.IsZero() && time.Since(c.made) < staleCgroupAge/2
 }
 
 // staleCgroupAge is how long an empty gpu-hold cgroup must have been left
