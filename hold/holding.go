@@ -20,10 +20,7 @@ import (
 
 // hold runs the payload under the token and tears it down.
 func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Signal) (Result, error) {
-	pinned := h.pin(tr)
-	if pinned != nil {
-		defer pinned.Unpin() // on every early return; a second Unpin does nothing
-	}
+	h.pinned = h.pin(tr) // unpinned after the release (unpin)
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
 	}
@@ -42,7 +39,7 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	h.awaitEnd(ctx, p, sigc)
 	cut := make(chan struct{})
 	go h.laterSignals(sigc, cut)
-	out := h.endLineage(tr, p, pinned, cut)
+	out := h.endLineage(tr, p, cut)
 	h.checkDevices(ctx, baseline)
 	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).Int("proc_walks", out.Walks).
 		Dur("teardown_ms", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
@@ -67,11 +64,24 @@ func (h *holdRun) pin(tr tracker.Tracker) tracker.Pinner {
 	return p
 }
 
+// unpin removes the lineage's pins once the token is released, whatever
+// ended the hold: removing them is no reason for the next hold to wait,
+// and a teardown that is over left them nothing a successor could end. (A
+// hold that dies in between leaves them empty, for a later hold's sweep.)
+func (h *holdRun) unpin() {
+	if h.pinned == nil {
+		return
+	}
+	if err := h.pinned.Unpin(); err != nil {
+		h.o.Log.Warn().Err(err).Msg("cannot remove the lineage's pins; the next hold removes them once they are empty")
+	}
+}
+
 // contain makes the payload's cgroup when the host allows (h.cg; nil:
 // none), on record before the payload exists: a hold killed right after
 // the fork still leaves its successor the cgroup to end.
 func (h *holdRun) contain() error {
-	cg, err := h.makeCgroup()
+	cg, err := h.ahead.take(h)
 	if err != nil || cg == nil {
 		return err
 	}
@@ -103,6 +113,10 @@ type running struct {
 	start  time.Time
 	exited chan payloadExit // its exit, seen without reaping it (payload.go)
 	ended  bool             // it has exited (a zombie until reap)
+	// group is its process group, opened through its pidfd at the launch
+	// so that the teardown does not open it after the payload's end
+	// (nil: it could not be; the teardown tries again).
+	group *proc.Group
 }
 
 // reap reaps the payload's zombie, once teardown is over: until then it
@@ -133,6 +147,7 @@ func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 		return nil, h.launchFailed(err)
 	}
 	p := &running{cmd: cmd, root: root, start: time.Now(), exited: make(chan payloadExit, 1)}
+	p.group, _ = proc.OpenGroup(root)
 	h.rec.started(root, cgroupPath(h.cg), p.start)
 	ev := log.Info().Int("pid", root.PID).Str("backend", tr.Backend()).Str("seal", h.res.Seal)
 	if progs := tracker.Programs(tr); progs != "" {
@@ -225,9 +240,9 @@ func (h *holdRun) laterSignals(sigc chan os.Signal, cut chan struct{}) {
 // process, and puts the teardown, the survivors and the tracker's counters
 // on record (unpinning and closing the tracker first, so the events it
 // still holds reach the record).
-func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinner, cut <-chan struct{}) teardown.Outcome {
+func (h *holdRun) endLineage(tr tracker.Tracker, p *running, cut <-chan struct{}) teardown.Outcome {
 	log := h.o.Log
-	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate, CutGrace: cut}
+	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate, CutGrace: cut, Group: p.group}
 	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
 	h.rec.update(func(hi *record.HoldInfo) { hi.Times.TeardownStart = time.Now() })
 	out := td.Run()
@@ -237,11 +252,6 @@ func (h *holdRun) endLineage(tr tracker.Tracker, p *running, pinned tracker.Pinn
 	for _, st := range out.Survivors {
 		log.Error().Int("pid", st.PID).Uint64("start", st.Start).Str("comm", st.Comm).Str("state", string(st.State)).
 			Msg("survivor: still alive after KILL and the survivor wait; releasing the token with it on record")
-	}
-	if pinned != nil {
-		if err := pinned.Unpin(); err != nil {
-			log.Warn().Err(err).Msg("cannot remove the lineage's pins; the next hold removes them once they are empty")
-		}
 	}
 	if f, ok := tr.(tracker.Finisher); ok {
 		f.Finish() // its kernel objects go after the release (lazyTracker.close)

@@ -9,7 +9,6 @@
 package hold
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -105,11 +104,6 @@ func (lt *lazyTracker) make() (tracker.Tracker, error) {
 	lt.note = h.fallBack(bpfReason(err))
 	lt.backend = tracker.BackendProc
 	return tracker.New(tracker.BackendProc, opts)
-}
-
-// atHead makes ctx's queue wait start the tracker at the head of the queue.
-func (lt *lazyTracker) atHead(ctx context.Context) context.Context {
-	return queue.WithHeadNotice(ctx, lt.start)
 }
 
 // close closes the tracker once made (waiting for a load under way), then

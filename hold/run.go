@@ -21,6 +21,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/teardown"
+	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 // Result is how a hold ended.
@@ -67,7 +68,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		errors.As(err, &le)
 		return Result{Code: le.Code, Cause: record.CauseExecFailed}, &Error{Code: le.Code, Err: err}
 	}
-	h := &holdRun{o: o, id: newHoldID()}
+	h := &holdRun{o: o, id: newHoldID(), ahead: &cgroupAhead{}}
 	h.res.HoldID = h.id
 
 	// Signals from here on end the hold (while waiting: remove the ticket).
@@ -99,7 +100,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
 
-	grant, err := h.acquire(lt.atHead(ctx), sigc)
+	defer h.ahead.drop()
+	grant, err := h.acquire(h.atHead(ctx, lt), sigc)
 	if err != nil {
 		h.writeMetrics(h.granted, time.Now()) // a ticket that never got the token counts too
 		return h.res, err
@@ -125,10 +127,21 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		log.Info().Str("resource", o.Resource).Msg("token released")
 	}
 	stepAside()
+	h.unpin()
 	h.writeMetrics(granted, time.Now())
 	h.removeCgroup()
 	h.rec.prune(&h.o, h.res.Record)
 	return h.res, err
+}
+
+// atHead makes ctx's queue wait start, at the head of the queue and in the
+// background, what the hold needs only once it holds: its tracker (eBPF's
+// load) and its payload's cgroup.
+func (h *holdRun) atHead(ctx context.Context, lt *lazyTracker) context.Context {
+	return queue.WithHeadNotice(ctx, func() {
+		lt.start()
+		h.ahead.start(h)
+	})
 }
 
 // removeCgroup removes the payload's cgroup, after the release: the next
@@ -162,8 +175,11 @@ type holdRun struct {
 	memSource     memfloor.Source // nil: /proc/meminfo
 	granted       time.Time       // when the token was taken (zero: never)
 	leased        queue.Fenced    // the grant, when its token can be lost (etcd)
-	// cg is the payload's cgroup, if any.
-	cg *cgroup.Cgroup
+	// cg is the payload's cgroup, if any; ahead makes it (cgroup_ahead.go).
+	cg    *cgroup.Cgroup
+	ahead *cgroupAhead
+	// pinned is the tracker's lineage, pinned at the grant (nil: not).
+	pinned tracker.Pinner
 	// pool is the pool side of the hold (pool.go).
 	pool poolHold
 	// contended is closed when a yielding hold must give way (yield.go).
