@@ -62,16 +62,6 @@ func newBPFTracker(opts Options) (Tracker, error) {
 	return startBPFTracker(l, opts, false)
 }
 
-// primeGoPidfdCheck makes Go's os package run its once-per-process pidfd
-// check now. That check forks a short-lived child of its own the first time
-// a process is started or found; done inside cmd.Start, it would be admitted
-// to the lineage (and recorded) beside the payload.
-func primeGoPidfdCheck() {
-	if p, err := os.FindProcess(os.Getpid()); err == nil {
-		p.Release()
-	}
-}
-
 // startBPFTracker starts reading a loaded (or opened) lineage's events: at
 // once when now (a pinned lineage with members), else from Prepare on (a
 // hold that waits in the queue has nothing to read, and does not wake).

@@ -62,6 +62,7 @@ type procMember struct {
 }
 
 func newProcTracker(opts Options) (Tracker, error) {
+	primeGoPidfdCheck()
 	caps, _ := EffectiveCaps()
 	return &procTracker{
 		ptrace:     caps.Ptrace,

@@ -5,6 +5,7 @@
 package tracker
 
 import (
+	"os"
 	"os/exec"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
@@ -124,4 +125,15 @@ type UnknownBackendError struct{ Name string }
 
 func (e *UnknownBackendError) Error() string {
 	return "unknown tracker backend " + `"` + e.Name + `"` + ": use --track=auto, --track=bpf or --track=proc"
+}
+
+// primeGoPidfdCheck makes Go's os package run its once-per-process pidfd
+// check now, before the hold waits. That check forks a short-lived child
+// of its own the first time a process is started or found: done inside
+// the payload's cmd.Start, it would cost the hand-off a fork and a wait,
+// and the eBPF lineage would admit (and record) it beside the payload.
+func primeGoPidfdCheck() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
 }
