@@ -69,6 +69,9 @@ type waitLoop struct {
 	last     Position    // what progress was last told
 	reported bool
 	backoff  time.Duration
+	// lockedAway counts the looks in a row that found the token locked
+	// by a process with no valid ticket (see take).
+	lockedAway int
 }
 
 // watchLoop sets up what a contended Wait sleeps on: inotify on the queue,
@@ -116,6 +119,9 @@ func (l *waitLoop) round() (g Grant, done bool, err error) {
 		watch = append(watch, holder.Holder)
 	}
 	unsure := false
+	if len(ahead) > 0 || holder != nil {
+		l.lockedAway = 0
+	}
 	if len(ahead) == 0 && holder == nil {
 		g, locker, done, err := l.take()
 		if done {
@@ -197,12 +203,17 @@ func (l *waitLoop) take() (g Grant, locker []proc.Ident, done bool, err error) {
 		l.granted = err == nil
 		return g, nil, true, err
 	}
-	// Held by someone with no valid ticket (taking or leaving the
-	// token just now, or not gpu-hold at all): watch the process
-	// /proc/locks names and re-check on a backoff besides.
-	if pid := w.q.tokenLockPID(); pid > 0 {
-		if st, err := proc.ReadStat(pid); err == nil {
-			locker = append(locker, st.Ident)
+	// Held by someone with no valid ticket: most often the holder that
+	// has just removed its ticket and not yet unlocked, whose close of
+	// the token wakes us. Held still at the next look (one taking the
+	// token, or not gpu-hold at all), the process /proc/locks names is
+	// watched; its read waits for an RCU grace period (milliseconds), too
+	// long for every hand-off. A backoff re-checks besides.
+	if l.lockedAway++; l.lockedAway > 1 {
+		if pid := w.q.tokenLockPID(); pid > 0 {
+			if st, err := proc.ReadStat(pid); err == nil {
+				locker = append(locker, st.Ident)
+			}
 		}
 	}
 	return nil, locker, false, nil

@@ -7,11 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // settled waits until no handle's wake count moved for 200 ms and returns
@@ -213,4 +216,42 @@ func TestTicketWatchesRefusedFallBack(t *testing.T) {
 		g = c.handOff(t, g, i)
 	}
 	g.Release()
+}
+
+// TestLeavingHolderCostsNoLockTable: a waiter first in line that finds the
+// token locked with no ticket behind the lock (a holder that has removed
+// its ticket and not yet unlocked, the instant of every hand-off) waits
+// for the token's close, without reading /proc/locks, whose read waits for
+// an RCU grace period; locked still at the next look, the locker it names
+// (here, this process) is watched.
+func TestLeavingHolderCostsNoLockTable(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	leaving, err := q.openToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaving.close()
+	if err := unix.Flock(leaving.fd, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	w, err := q.Enqueue(Ticket{Label: "waiter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Cancel()
+	l, err := w.(*waiter).watchLoop(ctxT(t, 10*time.Second), nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for look, want := range [][]proc.Ident{nil, {self}} {
+		g, locker, done, err := l.take()
+		if g != nil || done || err != nil || !slices.Equal(locker, want) {
+			t.Fatalf("look %d: grant %v, done %v, %v, locker %v: want none taken and locker %v", look+1, g, done, err, locker, want)
+		}
+	}
 }
