@@ -106,7 +106,7 @@ func (p *Pool) view() ([]devView, []DevState, error) {
 				v.busy = true // a hold of the device itself waits for it (a serve keeper's gives way)
 			}
 		}
-		if !v.busy && dq.tokenLockPID() > 0 {
+		if !v.busy && dq.tokenLocked() {
 			v.busy = true // locked by a process with no valid ticket
 		}
 		states[i].Free = !v.busy

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func devNames(res string, n int) []string {
@@ -309,4 +311,29 @@ func TestPoolQuietWaiters(t *testing.T) {
 	}
 	a.Release()
 	granted(t, hch, "head").Release()
+}
+
+// TestPoolSeesLockWithoutTicket: a device whose token a process holds with
+// no ticket is busy for the pool, and telling so reads no lock table (whose
+// read waits for an RCU grace period on every round).
+func TestPoolSeesLockWithoutTicket(t *testing.T) {
+	p := openPool(t, t.TempDir(), 2, true)
+	locker, err := p.devs[1].openToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.close()
+	if err := unix.Flock(locker.fd, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	saved := lockTable
+	lockTable = "/nonexistent/locks"
+	defer func() { lockTable = saved }()
+	_, states, err := p.view()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !states[0].Free || states[1].Free {
+		t.Fatalf("states %+v: want device 0 free and device 1, locked without a ticket, busy", states)
+	}
 }

@@ -118,6 +118,21 @@ func (tl *tokenLock) close() {
 	tl.fd = -1
 }
 
+// tokenLocked reports whether a process holds the token's lock, by taking
+// a shared lock of our own on it for an instant. (/proc/locks would say
+// who, but each read of it waits for an RCU grace period: milliseconds, on
+// every pool round.) A waiter whose take fails in that instant is woken by
+// the close that ends it.
+func (q *dirQueue) tokenLocked() bool {
+	tl, err := q.openToken()
+	if err != nil {
+		return false
+	}
+	defer tl.close()
+	locked, err := lockedByOther(tl.fd)
+	return locked && err == nil
+}
+
 // tokenLockPID finds in /proc/locks the process that holds the token's
 // flock: 0 when nobody holds it or it cannot be told. It lets a waiter
 // watch a holder that has no (valid) ticket.
@@ -171,10 +186,13 @@ func lockPID(dev, ino uint64) int {
 	return found
 }
 
+// lockTable is the kernel's table of locks; tests replace it.
+var lockTable = "/proc/locks"
+
 // eachLock calls fn with every flock held (not requested) in /proc/locks
 // until fn returns false.
 func eachLock(fn func(key lockKey, pid int) bool) {
-	f, err := os.Open("/proc/locks")
+	f, err := os.Open(lockTable)
 	if err != nil {
 		return
 	}
