@@ -101,18 +101,20 @@ func (q *dirQueue) reopenToken(tl *tokenLock) error {
 }
 
 // release unlocks (explicitly, so the lock is free before the close event
-// that wakes the waiters) and closes.
+// that wakes the waiters) and closes. The directory's lock goes first: a
+// waiter that got the token's lock in between would find the directory
+// still held, and take a holder leaving for one whose token was replaced.
 func (tl *tokenLock) close() {
 	if tl == nil || tl.fd < 0 {
 		return
 	}
-	if tl.held {
-		unix.Flock(tl.fd, unix.LOCK_UN)
-		tl.held = false
-	}
 	if tl.guard > 0 {
 		unix.Close(tl.guard) // drops the directory's lock
 		tl.guard = 0
+	}
+	if tl.held {
+		unix.Flock(tl.fd, unix.LOCK_UN)
+		tl.held = false
 	}
 	unix.Close(tl.fd)
 	tl.fd = -1
