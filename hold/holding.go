@@ -238,8 +238,8 @@ func (h *holdRun) laterSignals(sigc chan os.Signal, cut chan struct{}) {
 
 // endLineage tears the lineage down, waits briefly for the payload's own
 // process, and puts the teardown, the survivors and the tracker's counters
-// on record (unpinning and closing the tracker first, so the events it
-// still holds reach the record).
+// on record (closing the tracker first, so the events it still holds
+// reach the record; its pins go after the release: unpin).
 func (h *holdRun) endLineage(tr tracker.Tracker, p *running, cut <-chan struct{}) teardown.Outcome {
 	log := h.o.Log
 	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate, CutGrace: cut, Group: p.group}
