@@ -24,6 +24,9 @@ func TestCgroupMadeAtHead(t *testing.T) {
 	first := newHold(t, dir, mark, "--track=proc", "-l", "first", "--", "sleep", "300").Start()
 	defer killMarked(mark)
 	qWaitFor(t, dir, "gpu", "the first hold holding", qHeldBy("first"))
+	for end := time.Now().Add(slowed(10 * time.Second)); !strings.Contains(first.Stderr(), "payload started") && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !strings.Contains(first.Stderr(), `"cgroup":true`) {
 		testenv.Need(t, "holds get no cgroup of their own here (cgroup v2 and root needed): %s", first.Stderr())
 	}
