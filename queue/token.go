@@ -122,9 +122,9 @@ func (tl *tokenLock) close() {
 
 // tokenLocked reports whether a process holds the token's lock, by taking
 // a shared lock of our own on it for an instant. (/proc/locks would say
-// who, but each read of it waits for an RCU grace period: milliseconds, on
-// every pool round.) A waiter whose take fails in that instant is woken by
-// the close that ends it.
+// who, but a read of it after a quiet moment sleeps for an RCU grace
+// period: milliseconds, in a pool round.) A waiter whose take fails in
+// that instant is woken by the close that ends it.
 func (q *dirQueue) tokenLocked() bool {
 	tl, err := q.openToken()
 	if err != nil {

@@ -207,8 +207,9 @@ func (l *waitLoop) take() (g Grant, locker []proc.Ident, done bool, err error) {
 	// has just removed its ticket and not yet unlocked, whose close of
 	// the token wakes us. Held still at the next look (one taking the
 	// token, or not gpu-hold at all), the process /proc/locks names is
-	// watched; its read waits for an RCU grace period (milliseconds), too
-	// long for every hand-off. A backoff re-checks besides.
+	// watched; a read of it after a quiet moment sleeps for an RCU grace
+	// period (milliseconds), too long for every hand-off. A backoff
+	// re-checks besides.
 	if l.lockedAway++; l.lockedAway > 1 {
 		if pid := w.q.tokenLockPID(); pid > 0 {
 			if st, err := proc.ReadStat(pid); err == nil {
