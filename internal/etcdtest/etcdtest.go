@@ -109,20 +109,27 @@ func startIn(dir, cert, key, ca string, env []string) (*Server, error) {
 		scheme = "https://"
 		s.tls = []string{"-cert", cert, "-key", key, "-ca", ca}
 	}
-	cp, err := freePort()
-	if err != nil {
-		return nil, err
+	// A port free when picked can be taken before the server binds it
+	// (another test's server, a client's ephemeral port): pick again.
+	for try := 0; ; try++ {
+		cp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		pp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s.Endpoint = "127.0.0.1:" + cp
+		s.client, s.peer = scheme+s.Endpoint, "http://127.0.0.1:"+pp
+		err = s.start(1)
+		if err == nil {
+			return s, nil
+		}
+		if try == 4 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("starting etcd: %v", err)
+		}
 	}
-	pp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	s.Endpoint = "127.0.0.1:" + cp
-	s.client, s.peer = scheme+s.Endpoint, "http://127.0.0.1:"+pp
-	if err := s.Restart(); err != nil {
-		return nil, fmt.Errorf("starting etcd: %v", err)
-	}
-	return s, nil
 }
 
 // URL is the --queue URL for prefix.
@@ -133,13 +140,19 @@ func (s *Server) URL(prefix string) string {
 // Restart starts the server again (same data, same ports) and waits until
 // it serves.
 func (s *Server) Restart() error {
+	return s.start(50) // the old listener may linger a moment
+}
+
+// start starts the server and waits until it serves, trying up to tries
+// times.
+func (s *Server) start(tries int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
 		return errors.New("etcd is running")
 	}
 	var lastErr error
-	for try := 0; try < 50; try++ { // the old listener may linger a moment
+	for try := 0; try < tries; try++ {
 		cmd := exec.Command(s.bin, append([]string{"-data", s.data, "-client", s.client, "-peer", s.peer}, s.tls...)...)
 		cmd.Env = append(os.Environ(), s.Env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
