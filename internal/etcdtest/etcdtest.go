@@ -122,11 +122,11 @@ func startIn(dir, cert, key, ca string, env []string) (*Server, error) {
 		}
 		s.Endpoint = "127.0.0.1:" + cp
 		s.client, s.peer = scheme+s.Endpoint, "http://127.0.0.1:"+pp
-		err = s.start(1)
+		err = s.start(50, true)
 		if err == nil {
 			return s, nil
 		}
-		if try == 4 || !strings.Contains(err.Error(), "address already in use") {
+		if try == 4 || !strings.Contains(err.Error(), portTaken) {
 			return nil, fmt.Errorf("starting etcd: %v", err)
 		}
 	}
@@ -140,12 +140,16 @@ func (s *Server) URL(prefix string) string {
 // Restart starts the server again (same data, same ports) and waits until
 // it serves.
 func (s *Server) Restart() error {
-	return s.start(50) // the old listener may linger a moment
+	return s.start(50, false) // the old listener may linger a moment
 }
 
+// portTaken is what the server says when its port is another's.
+const portTaken = "address already in use"
+
 // start starts the server and waits until it serves, trying up to tries
-// times.
-func (s *Server) start(tries int) error {
+// times; with newPorts, a port taken ends the tries at once, for the
+// caller to pick others.
+func (s *Server) start(tries int, newPorts bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -184,6 +188,9 @@ func (s *Server) start(tries int) error {
 		cmd.Process.Kill()
 		cmd.Wait()
 		lastErr = fmt.Errorf("etcdserver did not become ready: %s", stderr.String())
+		if newPorts && strings.Contains(stderr.String(), portTaken) {
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return lastErr
