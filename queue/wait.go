@@ -72,6 +72,11 @@ type waitLoop struct {
 	// lockedAway counts the looks in a row that found the token locked
 	// by a process with no valid ticket (see take).
 	lockedAway int
+	// placeOnly: the loop ends once at most within live tickets are
+	// ahead, without the token, and leaves the ticket in place when it
+	// fails (WaitAhead).
+	placeOnly bool
+	within    int
 }
 
 // watchLoop sets up what a contended Wait sleeps on: inotify on the queue,
@@ -106,7 +111,7 @@ func (l *waitLoop) close() {
 // watch what can move us and sleep until it does. done says Wait is over.
 func (l *waitLoop) round() (g Grant, done bool, err error) {
 	ahead, holder, err := l.look()
-	if err != nil {
+	if err != nil || l.placeOnly && len(ahead) <= l.within {
 		return nil, true, err
 	}
 	// A waiter with tickets ahead of it, and no one to show its place
@@ -130,7 +135,7 @@ func (l *waitLoop) round() (g Grant, done bool, err error) {
 		unsure = true
 		watch = append(watch, locker...)
 	}
-	for i := len(ahead) - 1; i >= 0 && i >= len(ahead)-pidWatchAhead; i-- {
+	for i := l.mover(ahead); i >= 0 && i >= len(ahead)-pidWatchAhead; i-- {
 		watch = append(watch, ahead[i].Holder)
 		if quiet {
 			break
@@ -142,7 +147,7 @@ func (l *waitLoop) round() (g Grant, done bool, err error) {
 		return nil, false, nil
 	}
 	if err := l.sleep(watch, unsure); err != nil {
-		l.w.Cancel()
+		l.cancel()
 		return nil, true, err
 	}
 	return nil, false, nil
@@ -158,7 +163,7 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 	}
 	snap, err := w.q.scanFor(w.scanSeq())
 	if err != nil {
-		w.Cancel()
+		l.cancel()
 		return nil, nil, err
 	}
 	ahead, h := w.place(snap)
@@ -167,6 +172,9 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 		holder = &t
 	}
 	if l.ctx.Err() != nil {
+		if l.placeOnly {
+			return nil, nil, l.ctx.Err()
+		}
 		return nil, nil, w.giveUp(l.ctx, l.start, holder)
 	}
 	pos := Position{Ahead: len(ahead), Holder: holder}
@@ -178,6 +186,24 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 		l.reported, l.last = true, pos
 	}
 	return ahead, holder, nil
+}
+
+// mover is the index in ahead of the ticket whose going moves a quiet
+// waiter to where it waits for: the one directly ahead, or for WaitAhead
+// the one that leaves within tickets between us.
+func (l *waitLoop) mover(ahead []entry) int {
+	if l.placeOnly {
+		return len(ahead) - 1 - l.within
+	}
+	return len(ahead) - 1
+}
+
+// cancel removes the ticket of a Wait that failed; a WaitAhead leaves it
+// to whoever adopts it next.
+func (l *waitLoop) cancel() {
+	if !l.placeOnly {
+		l.w.Cancel()
+	}
 }
 
 // take runs when we are first in line and no live ticket claims the token
@@ -226,7 +252,7 @@ func (l *waitLoop) take() (g Grant, locker []proc.Ident, done bool, err error) {
 func (l *waitLoop) watchQueue(ahead []entry, quiet bool) bool {
 	w := l.w
 	if quiet {
-		last := &ahead[len(ahead)-1]
+		last := &ahead[l.mover(ahead)]
 		return l.ev.watchTickets(w.q, watchedTicket{w.e.name, w.e.dev, w.e.ino}, watchedTicket{last.name, last.dev, last.ino})
 	}
 	return l.ev.watchAll(w.q, l.tok)
