@@ -7,6 +7,10 @@ BIN     := bin/gpu-hold
 # client, whose package init would cost every hold milliseconds before
 # main. gpu-hold execs it, from its own directory, for an etcd queue.
 FLEET_BIN := bin/gpu-hold-fleet
+# Where a hold waits while tickets are ahead of its own (package lobby): it
+# links only the queue, so a waiting hold costs the host little. gpu-hold
+# execs it from its own directory, and it execs gpu-hold back.
+LOBBY_BIN := bin/gpu-hold-lobby
 # A static binary: no dynamic loader and libc to map at every start (about
 # 1 ms of each hold's start-up), and it runs on any host's glibc. User and
 # group names then come from /etc/passwd and /etc/group only (an NSS-only
@@ -31,6 +35,7 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/gpu-hold
 	$(GO) build -buildvcs=auto -tags etcd -o $(FLEET_BIN) ./cmd/gpu-hold
+	$(GO) build -buildvcs=auto -o $(LOBBY_BIN) ./cmd/gpu-hold-lobby
 
 # gpu-hold must not link the etcd client (grpc, protobuf's runtime through
 # it, x/net/trace): each would be package init in every hold. .ci/run runs it.
@@ -38,6 +43,8 @@ check-deps:
 	@bad=$$($(GO) list -deps ./cmd/gpu-hold | grep -E '^(go\.etcd\.io|google\.golang\.org/grpc|google\.golang\.org/genproto|golang\.org/x/net/trace|go\.uber\.org/zap)' || true); \
 	if [ -n "$$bad" ]; then echo "check-deps: gpu-hold (built without -tags etcd) links what only gpu-hold-fleet may:" $$bad "(import queue/etcdq only from cmd/gpu-hold/fleet_etcd.go)" >&2; exit 1; fi
 	@$(GO) list -tags etcd -deps ./cmd/gpu-hold | grep -q '^go\.etcd\.io/etcd/client/v3$$' || { echo "check-deps: gpu-hold-fleet (-tags etcd) does not link the etcd client" >&2; exit 1; }
+	@bad=$$($(GO) list -deps ./cmd/gpu-hold-lobby | grep -E '^(github\.com/(cilium|prometheus|spf13|rs)/|google\.golang\.org/|net/http$$|github\.com/gpu-hold/gpu-hold/(hold|tracker|bpf|metrics|record|device|teardown|cgroup)$$)' || true); \
+	if [ -n "$$bad" ]; then echo "check-deps: gpu-hold-lobby links more than the queue:" $$bad "(every waiting hold would pay for it)" >&2; exit 1; fi
 
 # The test command (README, .ci/run). As root it really loads the eBPF
 # tracker; with GPU_HOLD_REQUIRE_BPF=1 (set by .ci/run) a host that cannot
@@ -97,6 +104,7 @@ completions: build
 install: man completions
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/gpu-hold
 	install -D -m 0755 $(FLEET_BIN) $(DESTDIR)$(BINDIR)/gpu-hold-fleet
+	install -D -m 0755 $(LOBBY_BIN) $(DESTDIR)$(BINDIR)/gpu-hold-lobby
 	install -D -m 0644 bin/gpu-hold.1 $(DESTDIR)$(MANDIR)/man1/gpu-hold.1
 	install -D -m 0644 bin/gpu-hold.bash $(DESTDIR)$(SHAREDIR)/bash-completion/completions/gpu-hold
 	install -D -m 0644 bin/_gpu-hold $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions/_gpu-hold
@@ -117,7 +125,7 @@ install: man completions
 # Removes what install put (not the fleet directory nor its group: they
 # hold other users' records).
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/gpu-hold $(DESTDIR)$(BINDIR)/gpu-hold-fleet $(DESTDIR)$(MANDIR)/man1/gpu-hold.1 \
+	rm -f $(DESTDIR)$(BINDIR)/gpu-hold $(DESTDIR)$(BINDIR)/gpu-hold-fleet $(DESTDIR)$(BINDIR)/gpu-hold-lobby $(DESTDIR)$(MANDIR)/man1/gpu-hold.1 \
 		$(DESTDIR)$(SHAREDIR)/bash-completion/completions/gpu-hold \
 		$(DESTDIR)$(SHAREDIR)/zsh/vendor-completions/_gpu-hold \
 		$(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d/gpu-hold.fish \

@@ -4,13 +4,13 @@
 // directories, and marking every process a test starts so that the test only
 // ever looks at, and signals, its own processes.
 //
-// The binaries (gpu-hold, and gpu-hold-fleet beside it, built with -tags
-// etcd) are built with `go build` into a temporary directory, unless
+// The binaries (gpu-hold, gpu-hold-fleet beside it, built with -tags etcd,
+// and gpu-hold-lobby) are built with `go build` into a temporary directory, unless
 // GPU_HOLD_TEST_BIN names a gpu-hold binary built beforehand: then that one
 // is run and no Go toolchain is needed (.ci/test-kernels runs this package's
 // compiled tests in a qemu guest that has none). The binary must be one
-// built from this tree, with gpu-hold-fleet beside it for the etcd tests,
-// and its directory must be searchable by every user: the multi-user tests
+// built from this tree, with gpu-hold-fleet beside it for the etcd tests
+// and gpu-hold-lobby for the waiting holds, and its directory must be searchable by every user: the multi-user tests
 // run it as other uids. The tests always run gpu-hold: an etcd queue goes
 // through its exec into gpu-hold-fleet, as in production.
 package test
@@ -72,11 +72,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "gpu-hold")
-	for _, b := range [][]string{{"-o", bin}, {"-tags", "etcd", "-o", filepath.Join(dir, "gpu-hold-fleet")}} {
-		build := exec.Command("go", append(append([]string{"build"}, b...), "../cmd/gpu-hold")...)
+	for _, b := range [][]string{{"-o", bin, "../cmd/gpu-hold"}, {"-tags", "etcd", "-o", filepath.Join(dir, "gpu-hold-fleet"), "../cmd/gpu-hold"}, {"-o", filepath.Join(dir, "gpu-hold-lobby"), "../cmd/gpu-hold-lobby"}} {
+		build := exec.Command("go", append([]string{"build"}, b...)...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building", b[len(b)-1]+":", err)
+			fmt.Fprintln(os.Stderr, "building", b[len(b)-2]+":", err)
 			os.Exit(1)
 		}
 	}
@@ -221,13 +221,14 @@ func marked(mark string) []int {
 }
 
 // runsGpuHold reports whether pid runs one of the binaries under test: a
-// hold, or the spare maker an eBPF hold starts once its tracker is closed. The
+// hold (waiting in gpu-hold-lobby, too), or the spare maker an eBPF hold starts once its tracker is closed. The
 // maker's environment is scrubbed, but from its fork to its exec it shares
 // the hold's memory, environment and marker included; it is none of the
 // payload's processes a test counts.
 func runsGpuHold(pid int) bool {
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	return err == nil && (exe == bin || exe == filepath.Join(filepath.Dir(bin), "gpu-hold-fleet"))
+	dir := filepath.Dir(bin)
+	return err == nil && (exe == bin || exe == filepath.Join(dir, "gpu-hold-fleet") || exe == filepath.Join(dir, "gpu-hold-lobby"))
 }
 
 // zombie reports whether pid is gone or a zombie.
