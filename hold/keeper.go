@@ -38,6 +38,7 @@ func Keep(ctx context.Context, o Options) (Result, error) {
 	for round := 1; ; round++ {
 		began := time.Now()
 		res, err := Run(ctx, o)
+		o.Resume = nil // a ticket is taken back once
 		if stop, why := keeperStops(ctx, res, err, sigc); stop {
 			o.Log.Info().Int("round", round).Str("why", why).Msg("keeper loop ends")
 			return res, err

@@ -61,7 +61,11 @@ func (h *holdRun) chooseTracker() (*lazyTracker, error) {
 func (h *holdRun) fallBack(err error) string {
 	reason := err.Error()
 	note := "eBPF tracker unavailable, using procfs: " + reason
-	h.o.Log.Warn().Str("reason", reason).Msg(note)
+	ev := h.o.Log.Warn()
+	if h.o.Resume != nil {
+		ev = h.o.Log.Debug() // said once already, before the lobby
+	}
+	ev.Str("reason", reason).Msg(note)
 	return note
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/lobby"
 )
 
 // Options configure one hold.
@@ -46,6 +47,9 @@ type Options struct {
 	Stdout io.Writer // payload stdout (nil: os.Stdout)
 	Stderr io.Writer // payload stderr (nil: os.Stderr)
 	Status io.Writer // live one-line queue status (nil: none; set on a terminal)
+	// Resume is the waiting ticket the lobby image hands back (nil: this
+	// image queues its own).
+	Resume *lobby.State
 }
 
 // Validate checks what flag parsing cannot; errors are usage errors.

@@ -69,11 +69,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{Code: le.Code, Cause: record.CauseExecFailed}, &Error{Code: le.Code, Err: err}
 	}
 	h := &holdRun{o: o, id: newHoldID(), ahead: &cgroupAhead{}}
+	if o.Resume != nil {
+		h.id = o.Resume.HoldID
+	}
 	h.res.HoldID = h.id
 
 	// Signals from here on end the hold (while waiting: remove the ticket).
 	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, CancelSignal)
+	signal.Notify(sigc, EndSignals...)
 	// A cancel that comes once the hold is over is ignored, not fatal
 	// (SIGUSR1's default): this defer runs after the Stop below.
 	defer signal.Ignore(CancelSignal)
@@ -196,23 +199,20 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	if err != nil {
 		return nil, failf(ExitUsage, "cannot read own identity from /proc: %v", err)
 	}
-	host := TicketHost()
-	h.queued = time.Now()
-	h.res.Record = recordPath(o, h.id)
-	w, err := h.enqueue(ctx, queue.Ticket{
-		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: host,
-		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield, MaxHold: o.MaxHold,
-	})
+	w, err := h.queueUp(ctx, self)
 	if err != nil {
-		return nil, enqueueFailed(err)
+		return nil, err
 	}
-	h.ticket = w.Ticket()
-	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Str("label", o.Label).Msg("waiting for the token")
+	if sig := h.resumedBy(); sig != nil {
+		w.Cancel()
+		return nil, h.waitFailed(nil, sig)
+	}
+	h.toLobby(ctx, w, sigc)
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if o.Wait > 0 {
-		wctx, cancel = context.WithTimeout(wctx, o.Wait)
+		wctx, cancel = context.WithDeadline(wctx, h.queued.Add(o.Wait))
 		defer cancel()
 	}
 	var got os.Signal
@@ -257,6 +257,32 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		return nil, err
 	}
 	return grant, nil
+}
+
+// queueUp takes a ticket, or takes back the one the lobby kept.
+func (h *holdRun) queueUp(ctx context.Context, self proc.Ident) (queue.Waiter, error) {
+	o, log := &h.o, h.o.Log
+	h.res.Record = recordPath(o, h.id)
+	if o.Resume != nil {
+		h.queued = o.Resume.Queued
+		w, err := h.adopt()
+		if err == nil {
+			h.ticket = w.Ticket()
+			log.Debug().Uint64("ticket", h.ticket.Seq).Msg("back from the lobby")
+		}
+		return w, err
+	}
+	h.queued = time.Now()
+	w, err := h.enqueue(ctx, queue.Ticket{
+		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: TicketHost(),
+		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield, MaxHold: o.MaxHold,
+	})
+	if err != nil {
+		return nil, enqueueFailed(err)
+	}
+	h.ticket = w.Ticket()
+	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Str("label", o.Label).Msg("waiting for the token")
+	return w, nil
 }
 
 // waitFailed sets the result of a wait that ended without the token (or

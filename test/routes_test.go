@@ -31,6 +31,7 @@ type rig struct {
 	Track []string            // flags that select the backend
 	Bin   string              // binary; "" = the harness's
 	Cred  *syscall.Credential // run the hold as this user; nil = as the test
+	Env   []string            // more environment for the hold
 }
 
 // rigFor returns the rig of a backend. The procfs tracker runs without a
@@ -102,6 +103,7 @@ func (rg rig) start(t *testing.T, qdir, mark, scratch string, args ...string) *s
 	if scratch != "" {
 		h.Env = append(h.Env, "GH_T="+scratch)
 	}
+	h.Env = append(h.Env, rg.Env...)
 	// As the harness's Start, but with another binary or user when rg says
 	// so, and output to files.
 	b := rg.Bin

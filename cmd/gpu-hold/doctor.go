@@ -20,6 +20,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/lobby"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -54,6 +55,9 @@ type doctorReport struct {
 	// FleetQueue says where the etcd backend is: built in, or
 	// gpu-hold-fleet beside gpu-hold (or why that is not usable).
 	FleetQueue string `json:"fleet_queue"`
+	// WaitingHolds says where a hold with tickets ahead waits: in
+	// gpu-hold-lobby, or (not installed) in full gpu-hold processes.
+	WaitingHolds string `json:"waiting_holds"`
 }
 
 // doctorResource is one resource's device nodes and their holders.
@@ -75,6 +79,7 @@ func newCmdDoctor(g *globalOpts) *cobra.Command {
 		rep.Resources = doctorResources(dir)
 		rep.QueueDir = hold.CheckQueueDir(dir, wantedDirs(g.Resource, rep.Resources))
 		rep.FleetQueue = fleet.about()
+		rep.WaitingHolds = lobby.About()
 		return rep
 	}
 	cmd := &cobra.Command{
@@ -143,7 +148,7 @@ func doctorRun(opts *doctorOptions) error {
 		return usageErr("writing the report: %w", err)
 	}
 	printPools(opts.Out, rep.Resources)
-	if _, err := fmt.Fprint(opts.Out, "\n"+queueDirText(rep.QueueDir)+"fleet queue (etcd): "+rep.FleetQueue+"\n"); err != nil {
+	if _, err := fmt.Fprint(opts.Out, "\n"+queueDirText(rep.QueueDir)+"fleet queue (etcd): "+rep.FleetQueue+"\nwaiting holds: "+rep.WaitingHolds+"\n"); err != nil {
 		return usageErr("writing the report: %w", err)
 	}
 	return nil

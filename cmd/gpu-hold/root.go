@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/lobby"
 )
 
 // globalOpts are the flags every subcommand takes.
@@ -102,7 +103,8 @@ func newRootCmd(g *globalOpts) *cobra.Command {
 	root.SilenceUsage = true
 	root.Version = version()
 	cobra.AddTemplateFunc("fleetAbout", func() string { return fleet.about() })
-	root.SetVersionTemplate("gpu-hold {{.Version}}\nfleet queue (etcd): {{fleetAbout}}\n")
+	cobra.AddTemplateFunc("lobbyAbout", lobby.About)
+	root.SetVersionTemplate("gpu-hold {{.Version}}\nfleet queue (etcd): {{fleetAbout}}\nwaiting holds: {{lobbyAbout}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Dir, "dir", "", "queue directory (default $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's state dir)")
 	pf.StringVarP(&g.Resource, "resource", "r", "gpu", "resource to queue for")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/lobby"
 	"github.com/gpu-hold/gpu-hold/memfloor"
 )
 
@@ -88,6 +89,10 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	}
 	g, o := opts.g, &opts.o
 	o.Cmd = args
+	var err error
+	if o.Resume, err = lobby.TakeResume(); err != nil {
+		return usageErr("%v", err)
+	}
 	o.Resource = g.Resource
 	o.Log = g.Log
 	floor, err := memfloor.Resolve(opts.memFloor)
