@@ -21,6 +21,11 @@ import (
 // holdsQueued is how many holds wait at once.
 const holdsQueued = 50
 
+// lobbySettled: gpu-hold moves a hold that has waited 2 s with two or more
+// tickets still ahead into gpu-hold-lobby; the holds are measured once
+// they have waited this long (their exec into it done).
+const lobbySettled = 2500 * time.Millisecond
+
 // QueuedMode is one backend's waiting holds over the section's repeats.
 // Memory is per waiting hold: a repeat's sum over the holds (or the host's
 // growth) divided by their number, in MiB.
@@ -116,7 +121,8 @@ func (b *bench) queuedOnce(be string) (queuedSample, error) {
 		return s, err
 	}
 	s.allQueuedMS = ms(last.Sub(t0))
-	waitMemlockSteady(holds) // the head loads its tracker in the background
+	time.Sleep(time.Until(t0.Add(lobbySettled)))
+	waitSteady(holds) // the head loads its tracker, the others move to the lobby
 	return s, measureWaiting(&s, holds, before)
 }
 
@@ -136,16 +142,17 @@ func allWaiting(holds []*child) (time.Time, error) {
 	return last, nil
 }
 
-// waitMemlockSteady waits (at least 300 ms, at most 5 s) until the holds'
-// memlock has not changed for three reads 100 ms apart: the hold at the
-// head may be loading its eBPF tracker.
-func waitMemlockSteady(holds []*child) {
+// waitSteady waits (at least 300 ms, at most 5 s) until the holds'
+// memlock and resident pages have not changed for three reads 100 ms
+// apart: the hold at the head may be loading its eBPF tracker, the ones
+// behind it exec'ing into the lobby.
+func waitSteady(holds []*child) {
 	prev, same := -1.0, 0
 	for t0 := time.Now(); time.Since(t0) < 5*time.Second && same < 3; {
 		time.Sleep(100 * time.Millisecond)
 		sum := 0.0
 		for _, h := range holds {
-			sum += memlockKiB(h.cmd.Process.Pid)
+			sum += memlockKiB(h.cmd.Process.Pid) + residentKiB(h.cmd.Process.Pid)
 		}
 		if sum == prev {
 			same++
@@ -215,6 +222,17 @@ func summarizeQueued(be string, ss []queuedSample) QueuedMode {
 
 // memlockKiB sums the memlock lines of the process's fds' fdinfo: what its
 // BPF maps and programs hold of kernel memory.
+// residentKiB is pid's resident set (/proc/PID/statm), 0 when gone.
+func residentKiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseFloat(f[1], 64)
+	return pages * float64(os.Getpagesize()) / 1024
+}
+
 func memlockKiB(pid int) float64 {
 	fdinfo := fmt.Sprintf("/proc/%d/fdinfo", pid)
 	ents, err := os.ReadDir(fdinfo)
