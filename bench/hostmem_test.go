@@ -35,3 +35,15 @@ func TestKernelGrowth(t *testing.T) {
 		t.Fatalf("kernelGrowth = %v, %v", by, sum)
 	}
 }
+
+// A BPF map's fdinfo gives its id and memlock; a plain file's gives none.
+func TestFdMemlock(t *testing.T) {
+	ring := "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t2086\nmap_type:\t27\nkey_size:\t0\nvalue_size:\t0\nmax_entries:\t4194304\nmap_flags:\t0x0\nmap_extra:\t0x0\nmemlock:\t4223304\nmap_id:\t81929\nfrozen:\t0\n"
+	id, kib, ok := fdMemlock(ring)
+	if !ok || id != "map_id:81929" || kib != 4223304.0/1024 {
+		t.Fatalf("fdMemlock(ring buffer) = %q, %v, %v", id, kib, ok)
+	}
+	if _, _, ok := fdMemlock("pos:\t0\nflags:\t0100000\nmnt_id:\t26\nino:\t1234\n"); ok {
+		t.Fatal("a plain file's fdinfo gave a BPF object")
+	}
+}

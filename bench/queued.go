@@ -150,9 +150,9 @@ func waitSteady(holds []*child) {
 	prev, same := -1.0, 0
 	for t0 := time.Now(); time.Since(t0) < 5*time.Second && same < 3; {
 		time.Sleep(100 * time.Millisecond)
-		sum := 0.0
+		sum, seen := 0.0, map[string]bool{}
 		for _, h := range holds {
-			sum += memlockKiB(h.cmd.Process.Pid) + residentKiB(h.cmd.Process.Pid)
+			sum += memlockKiB(h.cmd.Process.Pid, seen) + residentKiB(h.cmd.Process.Pid)
 		}
 		if sum == prev {
 			same++
@@ -166,7 +166,7 @@ func waitSteady(holds []*child) {
 // growth since before, each per hold.
 func measureWaiting(s *queuedSample, holds []*child, before map[string]float64) error {
 	var sum procMem
-	lock, own := 0.0, 0.0
+	lock, own, seenLock := 0.0, 0.0, map[string]bool{}
 	for _, h := range holds {
 		pid := h.cmd.Process.Pid
 		m, err := readProcMem(pid)
@@ -174,7 +174,7 @@ func measureWaiting(s *queuedSample, holds []*child, before map[string]float64) 
 			return fmt.Errorf("a waiting hold's memory: %w", err)
 		}
 		sum.RSS, sum.PSS, sum.Private = sum.RSS+m.RSS, sum.PSS+m.PSS, sum.Private+m.Private
-		lock += memlockKiB(pid)
+		lock += memlockKiB(pid, seenLock)
 		own += ownKernelKiB(readKB(fmt.Sprintf("/proc/%d/status", pid)))
 	}
 	after := readMeminfo()
@@ -220,8 +220,6 @@ func summarizeQueued(be string, ss []queuedSample) QueuedMode {
 	return m
 }
 
-// memlockKiB sums the memlock lines of the process's fds' fdinfo: what its
-// BPF maps and programs hold of kernel memory.
 // residentKiB is pid's resident set (/proc/PID/statm), 0 when gone.
 func residentKiB(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
@@ -233,7 +231,10 @@ func residentKiB(pid int) float64 {
 	return pages * float64(os.Getpagesize()) / 1024
 }
 
-func memlockKiB(pid int) float64 {
+// memlockKiB sums the memlock of the BPF maps and programs pid's fds hold
+// (fdinfo): what they hold of kernel memory. Each object counts once, in
+// seen, however many fds (here or in an earlier process) hold it.
+func memlockKiB(pid int, seen map[string]bool) float64 {
 	fdinfo := fmt.Sprintf("/proc/%d/fdinfo", pid)
 	ents, err := os.ReadDir(fdinfo)
 	if err != nil {
@@ -245,14 +246,31 @@ func memlockKiB(pid int) float64 {
 		if err != nil {
 			continue
 		}
-		for _, l := range strings.Split(string(data), "\n") {
-			if rest, ok := strings.CutPrefix(l, "memlock:"); ok {
-				v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-				total += v / 1024
-			}
+		if id, kib, ok := fdMemlock(string(data)); ok && !seen[id] {
+			seen[id] = true
+			total += kib
 		}
 	}
 	return total
+}
+
+// fdMemlock reads one fdinfo: the BPF object's id ("map_id:N" or
+// "prog_id:N") and its memlock in KiB; ok is false for any other fd.
+func fdMemlock(fdinfo string) (id string, kib float64, ok bool) {
+	haveLock := false
+	for _, l := range strings.Split(fdinfo, "\n") {
+		k, v, found := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch {
+		case !found:
+		case k == "memlock":
+			b, _ := strconv.ParseFloat(v, 64)
+			kib, haveLock = b/1024, true
+		case k == "map_id" || k == "prog_id":
+			id = k + ":" + v
+		}
+	}
+	return id, kib, haveLock && id != ""
 }
 
 // queuedMarkdown is the section's table.
