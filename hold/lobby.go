@@ -70,21 +70,9 @@ func (h *holdRun) toLobby(ctx context.Context, w queue.Waiter, sigc chan os.Sign
 func (h *holdRun) stillFar(ctx context.Context, hw queue.Handable, sigc chan os.Signal) bool {
 	pre, cancel := context.WithDeadline(ctx, h.queued.Add(lobbyAfter))
 	defer cancel()
-	var got os.Signal
-	relayed := make(chan struct{})
-	go func() {
-		defer close(relayed)
-		select {
-		case s := <-sigc:
-			got = s
-			cancel()
-		case <-pre.Done():
-		}
-	}()
+	signalled := watchSignal(pre, cancel, sigc)
 	err := hw.WaitAhead(pre, lobbyWithin)
-	cancel()
-	<-relayed
-	if got != nil {
+	if got := signalled(); got != nil {
 		sigc <- got
 		return false
 	}

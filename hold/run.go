@@ -215,19 +215,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 		wctx, cancel = context.WithDeadline(wctx, h.queued.Add(o.Wait))
 		defer cancel()
 	}
-	var got os.Signal
-	watching := make(chan struct{})
-	go func() {
-		defer close(watching)
-		select {
-		case s := <-sigc:
-			got = s
-			cancel()
-		case <-wctx.Done():
-		}
-	}()
-	// signalled ends the watch and returns the signal it took, if any.
-	signalled := func() os.Signal { cancel(); <-watching; return got }
+	signalled := watchSignal(wctx, cancel, sigc)
 	status := newStatusLine(o.Status)
 	var progress func(queue.Position)
 	if o.Status != nil {
@@ -283,6 +271,24 @@ func (h *holdRun) queueUp(ctx context.Context, self proc.Ident) (queue.Waiter, e
 	h.ticket = w.Ticket()
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Str("label", o.Label).Msg("waiting for the token")
 	return w, nil
+}
+
+// watchSignal cancels ctx (with cancel) on the first signal on sigc. The
+// function it returns ends the watch (cancelling ctx) and returns the
+// signal it took, if any.
+func watchSignal(ctx context.Context, cancel context.CancelFunc, sigc chan os.Signal) func() os.Signal {
+	var got os.Signal
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case s := <-sigc:
+			got = s
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return func() os.Signal { cancel(); <-watching; return got }
 }
 
 // waitFailed sets the result of a wait that ended without the token (or
