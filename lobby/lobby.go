@@ -1,5 +1,5 @@
-// Package lobby holds a waiting hold's slim image. A hold with a live
-// ticket ahead of its own has nothing to do but wait, yet as the full
+// Package lobby holds a waiting hold's slim image. A hold with tickets
+// ahead of its own has nothing to do but wait, yet as the full
 // gpu-hold it costs the host a Go process that links, and has set up,
 // everything a hold needs. It execs gpu-hold-lobby instead: a small
 // binary of its own (this package and the queue), with one scheduler
