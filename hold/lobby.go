@@ -60,6 +60,7 @@ func (h *holdRun) toLobby(ctx context.Context, w queue.Waiter, sigc chan os.Sign
 		sigc <- syscall.Signal(sig)
 		return
 	}
+	log.Info().Uint64("ticket", h.ticket.Seq).Str("lobby", path).Msg("waiting in the lobby")
 	err = lobby.Enter(path, hw, st, EndSignals)
 	log.Warn().Err(err).Msg("waiting in the full image")
 }

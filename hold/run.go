@@ -256,7 +256,7 @@ func (h *holdRun) queueUp(ctx context.Context, self proc.Ident) (queue.Waiter, e
 		w, err := h.adopt()
 		if err == nil {
 			h.ticket = w.Ticket()
-			log.Debug().Uint64("ticket", h.ticket.Seq).Msg("back from the lobby")
+			log.Info().Uint64("ticket", h.ticket.Seq).Msg("back from the lobby")
 		}
 		return w, err
 	}
