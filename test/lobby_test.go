@@ -22,6 +22,10 @@ import (
 
 const lobbyComm = "gpu-hold-lobby"
 
+// lobbyAfterTest is how long a hold waits before it may move to the
+// lobby (hold's lobbyAfter).
+const lobbyAfterTest = 2 * time.Second
+
 // waitQueued waits until s logged that it is waiting for the token.
 func waitQueued(t *testing.T, s *started) {
 	t.Helper()
@@ -246,5 +250,36 @@ func TestLobbyStateAdoptsNoOnesTicket(t *testing.T) {
 		if r := s.Wait(30 * time.Second); r.Code != 0 {
 			t.Errorf("%v exited %d\n%s", s.Args, r.Code, r.Stderr)
 		}
+	}
+}
+
+// A hold on a terminal draws its place in the queue: it waits as gpu-hold,
+// never in the lobby, however far back it is and however long it waits.
+func TestLobbyNotForATerminal(t *testing.T) {
+	t.Parallel()
+	rg := rigFor("proc")
+	scratch, qdir := rg.dirs(t)
+	mark := newMark(t)
+	holder := gatedHolder(t, rg, qdir, mark, scratch)
+	near := []*started{}
+	for range 2 {
+		s := rg.start(t, qdir, mark, scratch, "--", "true")
+		waitQueued(t, s)
+		near = append(near, s)
+	}
+	far := startPty(t, mark, "--dir", qdir, "--track=proc", "--", "true")
+	far.waitFor(t, "2 ahead")
+	time.Sleep(lobbyAfterTest + time.Second)
+	if c := comm(far.cmd.Process.Pid); c != "gpu-hold" {
+		t.Errorf("a hold on a terminal waits in %q, want gpu-hold (its status line)", c)
+	}
+	os.WriteFile(filepath.Join(scratch, "gate"), nil, 0o644)
+	for _, s := range append([]*started{holder}, near...) {
+		if r := s.Wait(30 * time.Second); r.Code != 0 {
+			t.Errorf("%v exited %d\n%s", s.Args, r.Code, r.Stderr)
+		}
+	}
+	if code := far.wait(t); code != 0 {
+		t.Errorf("the hold on a terminal exited %d\n%s", code, far.screen())
 	}
 }
