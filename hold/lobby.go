@@ -37,7 +37,7 @@ func (h *holdRun) toLobby(ctx context.Context, w queue.Waiter, sigc chan os.Sign
 	if !ok || o.Resume != nil || o.Status != nil || o.Yield || o.Wait > 0 && o.Wait < 2*lobbyAfter {
 		return
 	}
-	if n, err := hw.Ahead(); err != nil || n <= lobbyWithin {
+	if near, err := hw.AheadAtMost(lobbyWithin); err != nil || near {
 		return
 	}
 	self, err := lobby.Self()

@@ -187,7 +187,7 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 	// A ticket, granted from birth, so waiters see who holds the token and
 	// wake when it is released.
 	me.Granted = time.Now()
-	e, fd, err := q.newTicket(me)
+	e, fd, _, err := q.newTicket(me)
 	if err != nil {
 		tok.close()
 		return nil, err

@@ -25,8 +25,10 @@ type Handover struct {
 // exec of its owner.
 type Handable interface {
 	Waiter
-	// Ahead is how many live waiting tickets are ahead of ours, now.
-	Ahead() (int, error)
+	// AheadAtMost reports whether at most n live waiting tickets are
+	// ahead of ours now; it reads the queue only when the tickets there at
+	// the enqueue were more than n.
+	AheadAtMost(n int) (bool, error)
 	// Handover lets the ticket's lock fd survive an exec; Keep undoes it
 	// when the exec failed.
 	Handover() (Handover, error)
@@ -89,17 +91,20 @@ func (q *dirQueue) adopt(h Handover) (*waiter, error) {
 	}
 	unix.CloseOnExec(h.FD)
 	e.live = true
-	return &waiter{q: q, e: e, fd: h.FD}, nil
+	return &waiter{q: q, e: e, fd: h.FD, below: -1}, nil
 }
 
-// Ahead counts the live waiting tickets ahead of ours.
-func (w *waiter) Ahead() (int, error) {
+// AheadAtMost: see Handable.
+func (w *waiter) AheadAtMost(n int) (bool, error) {
+	if w.below >= 0 && w.below <= n {
+		return true, nil
+	}
 	snap, err := w.q.scanFor(w.scanSeq())
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	ahead, _ := w.place(snap)
-	return len(ahead), nil
+	return len(ahead) <= n, nil
 }
 
 // Handover clears close-on-exec on the ticket's lock fd.

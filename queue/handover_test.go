@@ -62,8 +62,11 @@ func TestAdoptKeepsPlace(t *testing.T) {
 	if adopted.Ticket().Seq != w2.Ticket().Seq || !closeOnExec(t, h.FD) {
 		t.Fatalf("adopted ticket %d (want %d), close-on-exec %v (want set again)", adopted.Ticket().Seq, w2.Ticket().Seq, closeOnExec(t, h.FD))
 	}
-	if n, err := adopted.Ahead(); err != nil || n != 1 {
-		t.Fatalf("adopted ticket has %d ahead (%v), want 1 (w1)", n, err)
+	if near, err := adopted.AheadAtMost(0); err != nil || near {
+		t.Fatalf("adopted ticket: at most 0 ahead %v (%v), want false (w1 is ahead)", near, err)
+	}
+	if near, err := adopted.AheadAtMost(1); err != nil || !near {
+		t.Fatalf("adopted ticket: at most 1 ahead %v (%v), want true", near, err)
 	}
 	a.Release()
 	g1, err := w1.Wait(ctxT(t, 10*time.Second), nil)
@@ -190,5 +193,32 @@ func TestWaitAheadLeavesTicketWhenItEnds(t *testing.T) {
 	}
 	if len(st.Waiters) != 2 || st.Waiters[1].Seq != w2.Ticket().Seq {
 		t.Fatalf("waiters after WaitAhead ended: %v; its ticket must stay", st.Waiters)
+	}
+}
+
+// AheadAtMost counts the live tickets ahead: the tickets present at the
+// enqueue bound them (no scan when they were few enough), the queue's
+// scan counts them when they were more.
+func TestAheadAtMost(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	a := take(t, q, "a")
+	defer a.Release()
+	w1 := enqueueH(t, q, "w1")
+	if near, err := w1.AheadAtMost(0); err != nil || !near {
+		t.Fatalf("behind the holder alone: at most 0 ahead %v (%v), want true", near, err)
+	}
+	w2 := enqueueH(t, q, "w2")
+	w3 := enqueueH(t, q, "w3")
+	defer w3.Cancel()
+	if near, err := w3.AheadAtMost(1); err != nil || near {
+		t.Fatalf("with w1 and w2 ahead: at most 1 ahead %v (%v), want false", near, err)
+	}
+	w2.Cancel()
+	if near, err := w3.AheadAtMost(1); err != nil || !near {
+		t.Fatalf("with w1 ahead alone: at most 1 ahead %v (%v), want true", near, err)
+	}
+	w1.Cancel()
+	if near, err := w3.AheadAtMost(0); err != nil || !near {
+		t.Fatalf("with none ahead: at most 0 ahead %v (%v), want true", near, err)
 	}
 }

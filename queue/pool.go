@@ -68,11 +68,11 @@ func (p *Pool) Enqueue(t Ticket) (*PoolWaiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, fd, err := p.q.newTicket(t)
+	e, fd, _, err := p.q.newTicket(t)
 	if err != nil {
 		return nil, err
 	}
-	return &PoolWaiter{p: p, w: &waiter{q: p.q, e: e, fd: fd}}, nil
+	return &PoolWaiter{p: p, w: &waiter{q: p.q, e: e, fd: fd, below: -1}}, nil
 }
 
 // devView is one device's state under the scheduling lock.

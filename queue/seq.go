@@ -56,11 +56,11 @@ func (q *dirQueue) Enqueue(t Ticket) (Waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, fd, err := q.newTicket(t)
+	e, fd, below, err := q.newTicket(t)
 	if err != nil {
 		return nil, err
 	}
-	return &waiter{q: q, e: e, fd: fd}, nil
+	return &waiter{q: q, e: e, fd: fd, below: below}, nil
 }
 
 // fill sets the fields the queue owns.
@@ -107,22 +107,24 @@ func clip(s string, n int) string {
 }
 
 // newTicket assigns the next seq and publishes the ticket file, which the
-// returned fd keeps locked.
-func (q *dirQueue) newTicket(t Ticket) (entry, int, error) {
+// returned fd keeps locked. below is how many tickets were in the queue
+// then: none can come ahead of ours later, so it bounds those ahead of it
+// for ever.
+func (q *dirQueue) newTicket(t Ticket) (e entry, fd, below int, err error) {
 	ctr, writable, err := q.lockCounter()
 	if err != nil {
-		return entry{}, -1, err
+		return entry{}, -1, 0, err
 	}
 	defer unix.Close(ctr) // drops the lock
 	names, err := q.names()
 	if err != nil {
-		return entry{}, -1, err
+		return entry{}, -1, 0, err
 	}
 	counter, believed := q.readCounter(ctr)
 	seq := counter
 	for _, n := range names {
 		if s, rest, ok := parseSeq(n, ticketPrefix); ok && rest == "" {
-			seq = max(seq, s)
+			seq, below = max(seq, s), below+1
 		}
 	}
 	if writable && believed && seq > counter {
@@ -134,25 +136,26 @@ func (q *dirQueue) newTicket(t Ticket) (entry, int, error) {
 	for range 1000 {
 		seq++
 		if !awaitPlausible(seq) {
-			return entry{}, -1, fmt.Errorf("ticket number %d in %s is beyond what any queue can have reached (a planted ticket or counter, or the clock went back): ask an admin to check %s/%s and the t.* files", seq, q.path, q.path, seqName)
+			return entry{}, -1, 0, fmt.Errorf("ticket number %d in %s is beyond what any queue can have reached (a planted ticket or counter, or the clock went back): ask an admin to check %s/%s and the t.* files", seq, q.path, q.path, seqName)
 		}
 		t.Seq = seq
 		b, _ := json.Marshal(t)
 		name := ticketName(seq)
 		fd, st, err := q.publish(name, append(b, '\n'), true)
 		if errors.Is(err, unix.EEXIST) {
-			continue // someone made this name outside the counter: take the next
+			below++ // someone made this name outside the counter: take the next
+			continue
 		}
 		if err != nil {
-			return entry{}, -1, err
+			return entry{}, -1, 0, err
 		}
 		if writable {
 			// Fixed width, one write: never a torn or shorter number.
 			unix.Pwrite(ctr, []byte(fmt.Sprintf("%0*d\n", seqDigits, seq)), 0)
 		}
-		return entry{Ticket: t, name: name, dev: st.Dev, ino: st.Ino, live: true}, fd, nil
+		return entry{Ticket: t, name: name, dev: st.Dev, ino: st.Ino, live: true}, fd, below, nil
 	}
-	return entry{}, -1, fmt.Errorf("cannot find a free ticket name in %s after 1000 tries: remove stray t.* files", q.path)
+	return entry{}, -1, 0, fmt.Errorf("cannot find a free ticket name in %s after 1000 tries: remove stray t.* files", q.path)
 }
 
 // lockCounter opens and locks the counter. When it cannot be written (it

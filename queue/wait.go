@@ -24,6 +24,8 @@ type waiter struct {
 	mu sync.Mutex
 	e  entry // our ticket
 	fd int   // holds our ticket's lock; -1 once removed, cancelled or granted
+	// below bounds the live tickets ahead of ours (newTicket); -1: unknown.
+	below int
 }
 
 func (w *waiter) Ticket() Ticket { return w.e.Ticket }
