@@ -139,6 +139,40 @@ func TestLobbyWaitersKeepTheirTurn(t *testing.T) {
 	})
 }
 
+// gatedQueue is a procfs holder whose payload runs until its gate opens,
+// and two holds queued behind it: a hold queued next has two tickets
+// ahead of its own.
+type gatedQueue struct {
+	rg                  rig
+	scratch, qdir, mark string
+	holder              *started
+	near                []*started
+}
+
+func newGatedQueue(t *testing.T) *gatedQueue {
+	t.Helper()
+	g := &gatedQueue{rg: rigFor("proc"), mark: newMark(t)}
+	g.scratch, g.qdir = g.rg.dirs(t)
+	g.holder = gatedHolder(t, g.rg, g.qdir, g.mark, g.scratch)
+	for range 2 {
+		s := g.rg.start(t, g.qdir, g.mark, g.scratch, "--", "true")
+		waitQueued(t, s)
+		g.near = append(g.near, s)
+	}
+	return g
+}
+
+// open opens the gate: the holder and the two behind it must end well.
+func (g *gatedQueue) open(t *testing.T) {
+	t.Helper()
+	os.WriteFile(filepath.Join(g.scratch, "gate"), nil, 0o644)
+	for _, s := range append([]*started{g.holder}, g.near...) {
+		if r := s.Wait(30 * time.Second); r.Code != 0 {
+			t.Errorf("%v exited %d\n%s", s.Args, r.Code, r.Stderr)
+		}
+	}
+}
+
 // ticketOf is the ticket number a hold logged when it queued.
 func ticketOf(t *testing.T, s *started) uint64 {
 	t.Helper()
@@ -158,16 +192,8 @@ func ticketOf(t *testing.T, s *started) uint64 {
 // code, message and removed ticket of a hold that waited in gpu-hold.
 func TestLobbyEndsAsAWaitingHold(t *testing.T) {
 	t.Parallel()
-	rg := rigFor("proc")
-	scratch, qdir := rg.dirs(t)
-	mark := newMark(t)
-	holder := gatedHolder(t, rg, qdir, mark, scratch)
-	near := []*started{}
-	for range 2 {
-		s := rg.start(t, qdir, mark, scratch, "--", "true")
-		waitQueued(t, s)
-		near = append(near, s)
-	}
+	g := newGatedQueue(t)
+	rg, scratch, qdir, mark := g.rg, g.scratch, g.qdir, g.mark
 	ends := []struct {
 		name string
 		args []string
@@ -202,12 +228,7 @@ func TestLobbyEndsAsAWaitingHold(t *testing.T) {
 	if st := qStatus(t, qdir, "gpu"); len(st.Waiters) != 2 {
 		t.Errorf("waiters left: %v, want the two near the head alone", st.Waiters)
 	}
-	os.WriteFile(filepath.Join(scratch, "gate"), nil, 0o644)
-	for _, s := range append([]*started{holder}, near...) {
-		if r := s.Wait(30 * time.Second); r.Code != 0 {
-			t.Errorf("%v exited %d\n%s", s.Args, r.Code, r.Stderr)
-		}
-	}
+	g.open(t)
 }
 
 // uid B, then root, start gpu-hold with a lobby's state naming uid A's
@@ -257,28 +278,14 @@ func TestLobbyStateAdoptsNoOnesTicket(t *testing.T) {
 // never in the lobby, however far back it is and however long it waits.
 func TestLobbyNotForATerminal(t *testing.T) {
 	t.Parallel()
-	rg := rigFor("proc")
-	scratch, qdir := rg.dirs(t)
-	mark := newMark(t)
-	holder := gatedHolder(t, rg, qdir, mark, scratch)
-	near := []*started{}
-	for range 2 {
-		s := rg.start(t, qdir, mark, scratch, "--", "true")
-		waitQueued(t, s)
-		near = append(near, s)
-	}
-	far := startPty(t, mark, "--dir", qdir, "--track=proc", "--", "true")
+	g := newGatedQueue(t)
+	far := startPty(t, g.mark, "--dir", g.qdir, "--track=proc", "--", "true")
 	far.waitFor(t, "2 ahead")
 	time.Sleep(lobbyAfterTest + time.Second)
 	if c := comm(far.cmd.Process.Pid); c != "gpu-hold" {
 		t.Errorf("a hold on a terminal waits in %q, want gpu-hold (its status line)", c)
 	}
-	os.WriteFile(filepath.Join(scratch, "gate"), nil, 0o644)
-	for _, s := range append([]*started{holder}, near...) {
-		if r := s.Wait(30 * time.Second); r.Code != 0 {
-			t.Errorf("%v exited %d\n%s", s.Args, r.Code, r.Stderr)
-		}
-	}
+	g.open(t)
 	if code := far.wait(t); code != 0 {
 		t.Errorf("the hold on a terminal exited %d\n%s", code, far.screen())
 	}
