@@ -25,8 +25,8 @@ const (
 	lobbyWithin = 1
 )
 
-// EndSignals end a hold: while it waits, its ticket is removed.
-var EndSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, CancelSignal}
+// endSignals end a hold: while it waits, its ticket is removed.
+var endSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, CancelSignal}
 
 // toLobby waits, while the wait may be long, and execs the lobby once it
 // has been. It returns when it did not; a signal that came meanwhile is
@@ -61,7 +61,7 @@ func (h *holdRun) toLobby(ctx context.Context, w queue.Waiter, sigc chan os.Sign
 		return
 	}
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("lobby", path).Msg("waiting in the lobby")
-	err = lobby.Enter(path, hw, st, EndSignals)
+	err = lobby.Enter(path, hw, st, endSignals)
 	log.Warn().Err(err).Msg("waiting in the full image")
 }
 

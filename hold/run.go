@@ -76,7 +76,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	// Signals from here on end the hold (while waiting: remove the ticket).
 	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, EndSignals...)
+	signal.Notify(sigc, endSignals...)
 	// A cancel that comes once the hold is over is ignored, not fatal
 	// (SIGUSR1's default): this defer runs after the Stop below.
 	defer signal.Ignore(CancelSignal)
