@@ -32,26 +32,40 @@ var endSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, Ca
 // has been. It returns when it did not; a signal that came meanwhile is
 // left in sigc.
 func (h *holdRun) toLobby(ctx context.Context, w queue.Waiter, sigc chan os.Signal) {
-	o, log := &h.o, h.o.Log
-	hw, ok := w.(queue.Handable)
+	hw, self, path, ok := h.lobbyFor(w)
+	if ok && h.stillFar(ctx, hw, sigc) {
+		h.enterLobby(hw, self, path, sigc)
+	}
+}
+
+// lobbyFor says whether this hold may wait in the lobby: a waiter of the
+// directory queue, with nothing to draw, no yield, an allowance long
+// enough, more than lobbyWithin tickets ahead and the lobby installed
+// beside this executable (self), at path.
+func (h *holdRun) lobbyFor(w queue.Waiter) (hw queue.Handable, self, path string, ok bool) {
+	o := &h.o
+	hw, ok = w.(queue.Handable)
 	if !ok || o.Resume != nil || o.Status != nil || o.Yield || o.Wait > 0 && o.Wait < 2*lobbyAfter {
-		return
+		return nil, "", "", false
 	}
 	if near, err := hw.AheadAtMost(lobbyWithin); err != nil || near {
-		return
+		return nil, "", "", false
 	}
 	self, err := lobby.Self()
-	path := ""
 	if err == nil {
 		path, err = lobby.Path(self)
 	}
 	if err != nil {
-		log.Debug().Err(err).Msg("waiting in the full image")
-		return
+		o.Log.Debug().Err(err).Msg("waiting in the full image")
+		return nil, "", "", false
 	}
-	if !h.stillFar(ctx, hw, sigc) {
-		return
-	}
+	return hw, self, path, true
+}
+
+// enterLobby execs the lobby at path with this hold's ticket. It returns
+// when it could not, or when a signal came first (left in sigc).
+func (h *holdRun) enterLobby(hw queue.Handable, self, path string, sigc chan os.Signal) {
+	o, log := &h.o, h.o.Log
 	st := lobby.State{Exe: self, Dir: o.Dir, Resource: o.Resource, HoldID: h.id, Queued: h.queued, Within: lobbyWithin}
 	if o.Wait > 0 {
 		st.Deadline = h.queued.Add(o.Wait)
@@ -61,7 +75,7 @@ func (h *holdRun) toLobby(ctx context.Context, w queue.Waiter, sigc chan os.Sign
 		return
 	}
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("lobby", path).Msg("waiting in the lobby")
-	err = lobby.Enter(path, hw, st, endSignals)
+	err := lobby.Enter(path, hw, st, endSignals)
 	log.Warn().Err(err).Msg("waiting in the full image")
 }
 
