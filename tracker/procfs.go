@@ -59,6 +59,7 @@ type procTracker struct {
 type procMember struct {
 	stat proc.Stat
 	dead bool
+	exec *record.Event // an exec seen before its argv was in place (procfs_exec.go)
 }
 
 func newProcTracker(opts Options) (Tracker, error) {
@@ -356,7 +357,8 @@ func (t *procTracker) zombie(st proc.Stat, ws *unix.WaitStatus, now time.Time) {
 func (t *procTracker) observe(st proc.Stat, now time.Time) {
 	m, ok := t.seen[st.Ident]
 	if !ok {
-		t.seen[st.Ident] = &procMember{stat: st}
+		m = &procMember{stat: st}
+		t.seen[st.Ident] = m
 		t.byPID[st.PID] = st.Ident
 		t.count.Members++
 		// An orphan found already adopted by the hold has an unknown real
@@ -368,25 +370,14 @@ func (t *procTracker) observe(st proc.Stat, now time.Time) {
 		// The fork's time is the process's own start time (to the tick),
 		// not when this walk happened to notice it.
 		t.emit(record.Event{Kind: record.Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
-		t.emitExec(st, st.Ident.Started(t.bootToWall)) // its program, as far as procfs can tell, since birth
+		t.execSeen(m, st, st.Ident.Started(t.bootToWall)) // its program, as far as procfs can tell, since birth
 		return
 	}
-	if m.stat.Comm != st.Comm {
-		t.emitExec(st, now)
-	}
+	t.execChanged(m, st, now)
 	if m.stat.PGID != st.PGID || m.stat.SID != st.SID || m.stat.PPID != st.PPID {
 		t.emit(record.Event{Kind: record.Regroup, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID})
 	}
 	m.stat = st
-}
-
-func (t *procTracker) emitExec(st proc.Stat, now time.Time) {
-	argv := proc.Cmdline(st.PID, record.MaxArgs, record.MaxArgLen)
-	exe, _ := os.Readlink(st.Dir() + "/exe")
-	if exe == "" && len(argv) > 0 {
-		exe = argv[0]
-	}
-	t.emit(record.Event{Kind: record.Exec, Time: now, Ident: st.Ident, Filename: exe, Argv: argv})
 }
 
 // exited records a member's exit; status is nil when procfs cannot know it.
@@ -395,6 +386,7 @@ func (t *procTracker) exited(id proc.Ident, m *procMember, now time.Time, status
 		return
 	}
 	m.dead = true
+	t.flushExec(m)
 	if t.byPID[id.PID] == id {
 		delete(t.byPID, id.PID)
 	}
@@ -527,13 +519,15 @@ func (t *procTracker) Close() error {
 }
 
 // settleExits records the exit of every member known alive that is gone
-// now, reading only the members' own stat (no walk).
+// now, reading only the members' own stat (no walk), and the execs still
+// held back of those alive.
 func (t *procTracker) settleExits() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
 	for _, id := range t.byPID {
 		if st, err := proc.ReadStat(id.PID); err == nil && st.Start == id.Start && !st.Dead() {
+			t.lastExec(t.seen[id], st)
 			continue
 		}
 		t.exited(id, t.seen[id], now, nil)

@@ -1,0 +1,68 @@
+// procfs_exec.go owns what the procfs backend records of a member's
+// program: the exec event, held back while the kernel is still copying the
+// new program's arguments in.
+package tracker
+
+import (
+	"os"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/record"
+)
+
+// readArgv reads a live process's argv (nil: none to read); a variable so
+// that a test can stand in for the kernel's exec window.
+var readArgv = func(pid int) []string { return proc.Cmdline(pid, record.MaxArgs, record.MaxArgLen) }
+
+// execSeen records the program st runs, seen to start at at. A walk can
+// land inside an exec after the kernel named the new program (its command
+// name and exe) and before it copied the arguments in: the argv reads
+// empty then. The exec is held back on m and read again at the next walk
+// (keeping its first time), so the record never keeps an exec with its
+// arguments missing when they were there to read.
+func (t *procTracker) execSeen(m *procMember, st proc.Stat, at time.Time) {
+	argv := readArgv(st.PID)
+	exe, _ := os.Readlink(st.Dir() + "/exe")
+	if exe == "" && len(argv) > 0 {
+		exe = argv[0]
+	}
+	ev := record.Event{Kind: record.Exec, Time: at, Ident: st.Ident, Filename: exe, Argv: argv}
+	if len(argv) == 0 {
+		m.exec = &ev
+		return
+	}
+	m.exec = nil
+	t.emit(ev)
+}
+
+// execChanged handles a walk's sighting of a known live member: a new
+// command name is a new exec (one held back is written first, as it was
+// read), an exec held back is read again.
+func (t *procTracker) execChanged(m *procMember, st proc.Stat, now time.Time) {
+	switch {
+	case m.stat.Comm != st.Comm:
+		t.flushExec(m)
+		t.execSeen(m, st, now)
+	case m.exec != nil:
+		t.execSeen(m, st, m.exec.Time)
+	}
+}
+
+// flushExec writes the exec held back on m as it was read, for a member
+// that exited or exec'd again before its arguments could be read.
+func (t *procTracker) flushExec(m *procMember) {
+	if m != nil && m.exec != nil {
+		t.emit(*m.exec)
+		m.exec = nil
+	}
+}
+
+// lastExec writes the exec held back on a member alive when the tracker
+// closes, its argv read once more.
+func (t *procTracker) lastExec(m *procMember, st proc.Stat) {
+	if m.exec != nil {
+		t.execSeen(m, st, m.exec.Time)
+		t.flushExec(m)
+	}
+}
