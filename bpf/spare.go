@@ -38,7 +38,7 @@ var spareProgs = []string{"prog_exit", "prog_exec", "prog_fork"}
 // and maps, and is never used.
 var spareBuild = sync.OnceValue(func() string {
 	h := fnv.New64a()
-	for _, obj := range [][]byte{_LineageBytes, _LineageNokfuncBytes, _DevscanBytes, _GroupsBytes} {
+	for _, obj := range [][]byte{_LineageBytes, _LineageNokfuncBytes, _DevscanBytes, _GroupsBytes, _DevwatchBytes} {
 		h.Write(obj)
 	}
 	return fmt.Sprintf("%016x", h.Sum64())

@@ -1,7 +1,7 @@
 // kernel.go owns the device-holder check's fast path: a Finder asks the
 // kernel which processes have one of the device nodes open (package bpf's
-// iter/task_file program, wired in by the hold), and only those processes'
-// /proc entries are read. Where no Finder is set or it cannot answer (no
+// device watch, or its iter/task_file program, wired in by the hold), and
+// only those processes' /proc entries are read. Where no Finder is set or it cannot answer (no
 // BPF, not permitted), or a pattern names a plain file, the walk of every
 // process in /proc (scan.go) is the answer, as before.
 package device
@@ -18,9 +18,10 @@ type DevNum struct {
 }
 
 // Finder returns the tgids of every process with one of devs open (a
-// superset is fine: each is checked through /proc like the walk checks it).
-// An error means it cannot answer, and the walk is done instead.
-type Finder func(devs []DevNum) ([]int, error)
+// superset is fine: each is checked through /proc like the walk checks it);
+// paths are the nodes being checked, of which devs are the numbers. An
+// error means it cannot answer, and the walk is done instead.
+type Finder func(devs []DevNum, paths []string) ([]int, error)
 
 // Method says how a scan found its holders.
 type Method string
@@ -60,7 +61,7 @@ func ScanHoldersWith(patterns []string, f Finder) ([]Holder, Method, string, err
 		devs, ok := devsOf(nodes)
 		if !ok {
 			why = "a pattern names a file, not a device node"
-		} else if pids, ferr := f(devs); ferr != nil {
+		} else if pids, ferr := f(devs, pathsOf(nodes)); ferr != nil {
 			why = ferr.Error()
 		} else {
 			return scanPIDs(nodes, pids), MethodKernel, "", nil
@@ -85,4 +86,13 @@ func devsOf(nodes []Node) ([]DevNum, bool) {
 		}
 	}
 	return devs, true
+}
+
+// pathsOf is the nodes' paths.
+func pathsOf(nodes []Node) []string {
+	paths := make([]string, len(nodes))
+	for i, n := range nodes {
+		paths[i] = n.Path
+	}
+	return paths
 }

@@ -30,12 +30,12 @@ func TestDeviceCheckKernelPathFindsHolder(t *testing.T) {
 	f.Close()
 	t.Cleanup(func() { marks.Kill(mark); cmd.Wait() })
 
-	kernel := func(devs []device.DevNum) ([]int, error) { // whatever the host's size
+	kernel := func(devs []device.DevNum, paths []string) ([]int, error) { // whatever the host's size
 		td := make([]tracker.Dev, len(devs))
 		for i, d := range devs {
 			td[i] = tracker.Dev(d)
 		}
-		return tracker.KernelDevicePIDs(td)
+		return tracker.KernelDevicePIDs(td, paths, cgroupMount())
 	}
 	kern, how, why, err := device.ScanHoldersWith([]string{node}, kernel)
 	if err != nil {

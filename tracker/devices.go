@@ -1,7 +1,9 @@
 // devices.go owns the kernel's answer to "which processes have these device
-// nodes open" for the device-holder check: bpf's iter/task_file program,
-// used where this process may load tracing programs and sees the host's
-// pids. The check itself, and its fallback (the walk of /proc), are package
+// nodes open" for the device-holder check: the host's device watch (bpf's
+// Watch: the openers' fd tables, checked against the kernel's reference
+// counts), else bpf's iter/task_file program over every fd table, used
+// where this process may load tracing programs and sees the host's pids.
+// The check itself, and its fallback (the walk of /proc), are package
 // device's.
 package tracker
 
@@ -47,20 +49,39 @@ const walkCheaperBelow = 300
 var errSmallHost = errors.New("the host is small enough that a walk of /proc costs less than loading a BPF iterator")
 
 // FindDevicePIDs returns the tgid of every process that has one of devs
-// open, read from the kernel's fd tables in one pass. An error says why the
-// kernel could not answer, or should not: walk /proc instead.
-func FindDevicePIDs(devs []Dev) ([]int, error) {
+// open, from the kernel; paths are the nodes checked, and cgroupMount the
+// cgroup v2 hierarchy the device watch's open hook is attached to ("": use
+// no watch). An error says why the kernel could not answer, or should not:
+// walk /proc instead.
+func FindDevicePIDs(devs []Dev, paths []string, cgroupMount string) ([]int, error) {
 	if err := itersAllowed(); err != nil {
 		return nil, err
 	}
-	if !bpf.KernelBTFRead() && !bpf.DevscanPinned() && hostTasks() < walkCheaperBelow {
+	if !bpf.WatchPinned() && !bpf.KernelBTFRead() && !bpf.DevscanPinned() && hostTasks() < walkCheaperBelow {
 		return nil, errSmallHost
 	}
-	return KernelDevicePIDs(devs)
+	return KernelDevicePIDs(devs, paths, cgroupMount)
 }
 
-// KernelDevicePIDs is FindDevicePIDs whatever the host's size.
-func KernelDevicePIDs(devs []Dev) ([]int, error) {
+// KernelDevicePIDs is FindDevicePIDs whatever the host's size: the host's
+// device watch, or where it cannot be had, one pass over every fd table.
+func KernelDevicePIDs(devs []Dev, paths []string, cgroupMount string) ([]int, error) {
+	if err := itersAllowed(); err != nil {
+		return nil, err
+	}
+	files, _, err := WatchDeviceFiles(devs, paths, cgroupMount)
+	if err != nil {
+		files, err = bpf.FindDeviceFiles(devs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pidsOf(files), nil
+}
+
+// ScanDevicePIDs is KernelDevicePIDs by the pass over every fd table
+// alone (the bench compares the two).
+func ScanDevicePIDs(devs []Dev) ([]int, error) {
 	if err := itersAllowed(); err != nil {
 		return nil, err
 	}
@@ -68,6 +89,43 @@ func KernelDevicePIDs(devs []Dev) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return pidsOf(files), nil
+}
+
+// hostWatch is this process's handle on the host's device watch, opened
+// (and, the first time on the host, attached and pinned) at its first use.
+var hostWatch struct {
+	sync.Mutex
+	w   *bpf.Watch
+	err error
+}
+
+// WatchDeviceFiles asks the host's device watch for the files of devs.
+func WatchDeviceFiles(devs []Dev, paths []string, cgroupMount string) ([]bpf.DevFile, bpf.WatchAnswer, error) {
+	hostWatch.Lock()
+	if hostWatch.w == nil && hostWatch.err == nil {
+		hostWatch.w, hostWatch.err = openHostWatch(cgroupMount)
+	}
+	w, err := hostWatch.w, hostWatch.err
+	hostWatch.Unlock()
+	if err != nil {
+		return nil, bpf.WatchAnswer{}, err
+	}
+	return w.Find(devs, paths)
+}
+
+func openHostWatch(cgroupMount string) (*bpf.Watch, error) {
+	if err := itersAllowed(); err != nil {
+		return nil, err
+	}
+	if cgroupMount == "" {
+		return nil, errors.New("no cgroup v2 hierarchy to attach the device watch's open hook to")
+	}
+	return bpf.OpenWatch(cgroupMount)
+}
+
+// pidsOf is the processes files name, each once.
+func pidsOf(files []bpf.DevFile) []int {
 	seen := make(map[int]bool, len(files))
 	pids := make([]int, 0, len(files))
 	for _, f := range files {
@@ -76,7 +134,7 @@ func KernelDevicePIDs(devs []Dev) ([]int, error) {
 			pids = append(pids, f.PID)
 		}
 	}
-	return pids, nil
+	return pids
 }
 
 // hostTasks is the number of tasks (threads) on the host, from
