@@ -9,6 +9,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
@@ -234,7 +235,9 @@ func qStress(t *testing.T, dir string, n int, kill map[int]bool) { qStressHosts(
 // (GPU_HOLD_HOSTNAME). With more than one, a killed holder's payload is
 // ended by the next hold on its own host, not by its successor: it is not
 // counted as inside (a lease does not fence a dead holder's host), stays
-// until it is ended, and must be ended by that one hold.
+// until it is ended, and must be ended by that one hold; a kill due when no
+// ticket of the holder's host waits moves to the next hold to enter (none
+// would ever end that payload: the product leaves it to its own host).
 func qStressHosts(t *testing.T, dir string, n int, kill map[int]bool, hosts int) {
 	scratch := t.TempDir()
 	log := filepath.Join(scratch, "inside.log")
@@ -258,6 +261,7 @@ func qStressHosts(t *testing.T, dir string, n int, kill map[int]bool, hosts int)
 		holds[l].Start()
 	}
 	killed := map[string]bool{}
+	kill = maps.Clone(kill)
 	if len(kill) > 0 {
 		// Drive the payloads: each stays inside until its go file exists.
 		// The k-th to enter has its hold SIGKILLed while inside; its go
@@ -275,10 +279,16 @@ func qStressHosts(t *testing.T, dir string, n int, kill map[int]bool, hosts int)
 				if seen > 0 && killed[entered[seen-1]] && hosts == 1 {
 					free(entered[seen-1])
 				}
-				if kill[seen] {
+				switch {
+				case kill[seen] && hosts > 1 && !qWaiterOn(t, dir, qHostOf(holds[l])):
+					// No later hold on its host would end its payload:
+					// kill the next one to enter instead.
+					kill[seen+1] = true
+					free(l)
+				case kill[seen]:
 					holds[l].Signal(syscall.SIGKILL)
 					killed[l] = true
-				} else {
+				default:
 					free(l)
 				}
 			}
@@ -362,6 +372,18 @@ func qStressHosts(t *testing.T, dir string, n int, kill map[int]bool, hosts int)
 	if pids := waitUnmarked(mark, 5*time.Second); len(pids) != 0 {
 		t.Errorf("processes left running: %v", pids)
 	}
+}
+
+// qWaiterOn reports whether a ticket of host waits in dir's queue: granted
+// after the holder, it is bound to end a dead holder's lineage there.
+func qWaiterOn(t *testing.T, dir, host string) bool {
+	t.Helper()
+	for _, w := range qStatus(t, dir, "gpu").Waiters {
+		if w.Host == host {
+			return true
+		}
+	}
+	return false
 }
 
 func TestQueueStress24(t *testing.T) {
