@@ -67,11 +67,12 @@ func (w *Watch) Find(devs []Dev, paths []string) ([]DevFile, WatchAnswer, error)
 }
 
 // openPaths opens each node with O_PATH: this process's own files then
-// name the dentries the caller checks.
+// name the dentries the caller checks. A symlink is followed to its node
+// (an O_PATH open reads, writes and waits for nothing).
 func openPaths(paths []string) ([]int, error) {
 	var fds []int
 	for _, p := range paths {
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fds, fmt.Errorf("opening device node %s: %w", p, err)
 		}
