@@ -1,9 +1,10 @@
 // kernel.go owns the device-holder check's fast path: a Finder asks the
 // kernel which processes have one of the device nodes open (package bpf's
 // device watch, or its iter/task_file program, wired in by the hold), and
-// only those processes' /proc entries are read. Where no Finder is set or it cannot answer (no
-// BPF, not permitted), or a pattern names a plain file, the walk of every
-// process in /proc (scan.go) is the answer, as before.
+// only those processes' /proc entries are read. Where no Finder is set or
+// it cannot answer (no BPF, not permitted), or a pattern names a plain
+// file, the walk of every process in /proc (scan.go) is the answer, as
+// before.
 package device
 
 import (
