@@ -73,7 +73,7 @@ exec sleep 300
 		t.Errorf("hold returned after %v, before max hold %v + grace %v: the TERM-ignoring grandchild did not get its grace", r.Elapsed, maxHold, grace)
 	}
 	if r.Elapsed > maxHold+grace+slowed(2*time.Second) {
-		t.Errorf("hold returned after %v, want within max hold %v + grace %v + 2s", r.Elapsed, maxHold, grace)
+		t.Errorf("hold returned after %v, want within max hold %v + grace %v + 2s\nstderr:\n%s", r.Elapsed, maxHold, grace, r.Stderr)
 	}
 }
 

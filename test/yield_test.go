@@ -41,12 +41,17 @@ func keeperPayload(t *testing.T, d, mark string) []string {
 	return append([]string{"env", lineageEnv + "=" + mark}, script(t, d, "keeper.sh", keeperScript)...)
 }
 
-// jobScript is a job that logs "enter NS N" (N: live processes of the
-// keeper's lineage as it starts), sleeps, and logs "leave NS".
+// jobScript is a job that logs "enter NS N" (NS: when it started; N: live
+// processes of the keeper's lineage it then finds), sleeps, and logs
+// "leave NS". The time is taken before the count: the count reads every
+// process's environment (in bash, no fork per process), which on a host
+// busy with the other tests' trees takes long enough to blur the bound.
 func jobScript(keeperMark string, sleep string) string {
-	return fmt.Sprintf(`n=0
-for f in /proc/[0-9]*/environ; do grep -qsz '^%s=%s$' "$f" && n=$((n+1)); done
-echo "enter $(date +%%s%%N) $n" >> "$GH_T/job.log"
+	return fmt.Sprintf(`start=$(date +%%s%%N) n=0
+for f in /proc/[0-9]*/environ; do
+	while IFS= read -r -d '' e; do [[ $e == '%s=%s' ]] && { n=$((n+1)); break; }; done 2>/dev/null < "$f"
+done
+echo "enter $start $n" >> "$GH_T/job.log"
 sleep %s
 echo "leave $(date +%%s%%N)" >> "$GH_T/job.log"
 `, lineageEnv, keeperMark, sleep)
