@@ -38,10 +38,18 @@ func kinds(evs []record.Event) (ks []record.Kind) {
 	return ks
 }
 
-// liveCat is a marked `cat` child of the test and its stat.
+// liveCat is a marked `cat` child of the test and its stat, once its exec
+// is over: cmd.Start returns when the kernel has closed the exec's
+// close-on-exec files, before it has put the arguments in place, and on a
+// loaded host the test's own walks would land in that window.
 func liveCat(t *testing.T) proc.Stat {
 	t.Helper()
 	c := startMarked(t, []string{"cat"}, nil)
+	for deadline := time.Now().Add(10 * time.Second); len(readArgv(c.pid)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("cat (pid %d) has no argv to read after 10s", c.pid)
+		}
+	}
 	st, err := proc.ReadStat(c.pid)
 	if err != nil {
 		t.Fatal(err)
