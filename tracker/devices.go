@@ -156,3 +156,6 @@ func hostTasks() int {
 	}
 	return n
 }
+
+// DeviceWatchStatus is the host's pinned device watch as it stands.
+func DeviceWatchStatus() (bpf.WatchStatus, error) { return bpf.ReadWatchStatus() }

@@ -231,7 +231,30 @@ func runDoctorChecks() doctorReport {
 	add("bpffs", fsErr, fsDetail)
 	add("bpf spares", nil, sparesDetail())
 	add("bpf iterators", nil, itersDetail())
+	watch, err := watchDetail()
+	add("device watch", err, watch)
 	return rep
+}
+
+// watchDetail says whether the device-holder check reads only the
+// openers' fd tables (the host's device watch) or every one, and what the
+// watch has counted; lost openers or dentries mean the next check reads
+// every fd table again.
+func watchDetail() (string, error) {
+	st, err := tracker.DeviceWatchStatus()
+	if err != nil {
+		return "", fmt.Errorf("%w; remove the directory as root and the next hold with devices pins a new watch", err)
+	}
+	if !st.Pinned {
+		return "not attached yet: the first device check of a root hold with devices attaches it (" + st.Dir + "); until then each check reads every fd table", nil
+	}
+	n := st.Now
+	lost := ""
+	if n.LostOpeners > st.AtSeed.LostOpeners || n.LostDentries > st.AtSeed.LostDentries {
+		lost = "; maps were full since the last seed: the next check reads every fd table"
+	}
+	return fmt.Sprintf("attached (%s): %d device(s) checked, %d opener(s), %d node dentries; %d opens, %d forks of openers, %d openers and %d dentries lost to full maps%s",
+		st.Dir, st.Devices, st.Openers, st.Dentries, n.Opens, n.Forks, n.LostOpeners, n.LostDentries, lost), nil
 }
 
 // itersDetail says whether an eBPF hold opens the host's iterators or

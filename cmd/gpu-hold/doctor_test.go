@@ -4,10 +4,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 func TestDoctorQueueDirLines(t *testing.T) {
@@ -62,4 +64,26 @@ func TestDoctorIteratorsRow(t *testing.T) {
 		}
 	}
 	t.Error("doctor has no bpf iterators row")
+}
+
+// TestDoctorWatchRow: doctor says whether the host's device watch is
+// attached, and with it what the watch holds.
+func TestDoctorWatchRow(t *testing.T) {
+	st, err := tracker.DeviceWatchStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "not attached yet"
+	if st.Pinned {
+		want = fmt.Sprintf("%d opener(s)", st.Openers)
+	}
+	for _, c := range runDoctorChecks().Checks {
+		if c.Name == "device watch" {
+			if !c.OK || !strings.Contains(c.Detail, want) || !strings.Contains(c.Detail, st.Dir) {
+				t.Errorf("device watch row %+v: want it OK, naming %s and saying %q", c, st.Dir, want)
+			}
+			return
+		}
+	}
+	t.Error("doctor has no device watch row")
 }
