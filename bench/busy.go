@@ -4,7 +4,9 @@
 // device number, held with O_PATH); then `gpu-hold --device NODE -- true`
 // per backend, and the device-holder check's own time by each of its two
 // ways (the kernel's fd tables, the walk of /proc), each of which must
-// report the one holder. The fillers are ended before the next size.
+// report the one holder; beside each hold's wall time, its CPU time and
+// the kernel threads' CPU over the same repeats, which tell the hold's own
+// growth from the host's. The fillers are ended before the next size.
 package main
 
 import (
@@ -39,6 +41,13 @@ type BusyRow struct {
 	CheckMS map[string]Dist `json:"check_ms"`
 	// KernelWhy is why the kernel way did not answer ("" when it did).
 	KernelWhy string `json:"kernel_why,omitempty"`
+	// HoldCPUMS is the CPU time (user+sys) of each hold and what it reaped:
+	// what grows here is the hold's own work; what grows only in HoldMS is
+	// the host's.
+	HoldCPUMS map[string]Dist `json:"hold_cpu_ms"`
+	// KernelThreads is what the kernel's own threads ran during the row's
+	// repeats (a memory monitor's scan grows with the host's memory).
+	KernelThreads *KThreadUse `json:"kernel_threads,omitempty"`
 }
 
 // BusyResult is the busy-host section.
@@ -67,7 +76,7 @@ func (b *bench) busySection() error {
 
 // busyRow fills the host with n processes, measures, and ends them.
 func (b *bench) busyRow(n int, node string) (BusyRow, error) {
-	row := BusyRow{Processes: n, HoldMS: map[string]Dist{}, CheckMS: map[string]Dist{}}
+	row := BusyRow{Processes: n, HoldMS: map[string]Dist{}, HoldCPUMS: map[string]Dist{}, CheckMS: map[string]Dist{}}
 	fill, err := b.startFillers(n, node)
 	defer fill.end()
 	if err != nil {
@@ -75,7 +84,28 @@ func (b *bench) busyRow(n int, node string) (BusyRow, error) {
 	}
 	progress("busy host: %d fillers with %d fds each, and one holder of %s", n, busyFDs, node)
 	settle(20 * time.Second)
-	checks := map[string][]float64{}
+	samples := map[string][]float64{}
+	kt0, t0 := kthreadTimes(), time.Now()
+	for rep := 0; rep < b.cfg.BusyReps; rep++ {
+		if err := busyChecks(&row, node, fill.holder.Process.Pid, samples); err != nil {
+			return row, err
+		}
+		if err := b.busyHolds(n, node, samples); err != nil {
+			return row, err
+		}
+	}
+	row.KernelThreads = kthreadUse(kt0, kthreadTimes(), time.Since(t0))
+	for k, v := range samples {
+		kind, name, _ := strings.Cut(k, " ")
+		byKind := map[string]map[string]Dist{"hold": row.HoldMS, "cpu": row.HoldCPUMS, "check": row.CheckMS}
+		byKind[kind][name] = summarize(v)
+	}
+	return row, nil
+}
+
+// busyChecks times the device check once each way, each of which must
+// report the one holder; samples are keyed "check WAY".
+func busyChecks(row *BusyRow, node string, holder int, samples map[string][]float64) error {
 	mnt := cgroup.Mount()
 	tdevs := func(devs []device.DevNum) []tracker.Dev {
 		td := make([]tracker.Dev, len(devs))
@@ -93,50 +123,50 @@ func (b *bench) busyRow(n int, node string) (BusyRow, error) {
 		return pids, err
 	}
 	scan := func(devs []device.DevNum, _ []string) ([]int, error) { return tracker.ScanDevicePIDs(tdevs(devs)) }
-	for rep := 0; rep < b.cfg.BusyReps; rep++ {
-		for _, way := range []struct {
-			name string
-			f    device.Finder
-		}{{"watch", watch}, {"kernel", scan}, {"proc", nil}} {
-			t0 := time.Now()
-			hs, how, why, err := device.ScanHoldersWith([]string{node}, way.f)
-			d := time.Since(t0)
-			if err != nil {
-				return row, fmt.Errorf("device check (%s): %w", way.name, err)
-			}
-			if way.f != nil && how != device.MethodKernel {
-				row.KernelWhy = why
-				continue
-			}
-			if len(hs) != 1 || hs[0].PID != fill.holder.Process.Pid {
-				return row, fmt.Errorf("device check (%s) with %d fillers found %+v, not the one holder pid %d: it missed a holder", way.name, n, hs, fill.holder.Process.Pid)
-			}
-			checks[way.name] = append(checks[way.name], ms(d))
+	for _, way := range []struct {
+		name string
+		f    device.Finder
+	}{{"watch", watch}, {"kernel", scan}, {"proc", nil}} {
+		t0 := time.Now()
+		hs, how, why, err := device.ScanHoldersWith([]string{node}, way.f)
+		d := time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("device check (%s): %w", way.name, err)
 		}
-		for _, be := range b.cfg.Backends {
-			spec := holdSpec{Dir: b.dir(fmt.Sprintf("busy-%s-%d", be, n)), Track: be, Grace: -1, Cmd: []string{"true"}}
-			argv := append([]string{b.bin, "--device", node}, b.holdArgs(spec)...)
-			p, err := b.startProc(argv, nil, nil)
-			if err != nil {
-				return row, err
-			}
-			if err := p.wait(2 * time.Minute); err != nil {
-				return row, err
-			}
-			if p.code() != 0 {
-				return row, fmt.Errorf("busy host, %s: %s", be, p.describe())
-			}
-			checks["hold "+be] = append(checks["hold "+be], ms(p.exitAt.Sub(p.start)))
+		if way.f != nil && how != device.MethodKernel {
+			row.KernelWhy = why
+			continue
 		}
+		if len(hs) != 1 || hs[0].PID != holder {
+			return fmt.Errorf("device check (%s) with %d fillers found %+v, not the one holder pid %d: it missed a holder", way.name, row.Processes, hs, holder)
+		}
+		samples["check "+way.name] = append(samples["check "+way.name], ms(d))
 	}
-	for k, v := range checks {
-		if be, ok := strings.CutPrefix(k, "hold "); ok {
-			row.HoldMS[be] = summarize(v)
-		} else {
-			row.CheckMS[k] = summarize(v)
+	return nil
+}
+
+// busyHolds runs `gpu-hold --device NODE -- true` once per backend;
+// samples are keyed "hold BACKEND" (wall) and "cpu BACKEND" (user+sys of
+// the hold and what it reaped).
+func (b *bench) busyHolds(n int, node string, samples map[string][]float64) error {
+	for _, be := range b.cfg.Backends {
+		spec := holdSpec{Dir: b.dir(fmt.Sprintf("busy-%s-%d", be, n)), Track: be, Grace: -1, Cmd: []string{"true"}}
+		argv := append([]string{b.bin, "--device", node}, b.holdArgs(spec)...)
+		p, err := b.startProc(argv, nil, nil)
+		if err != nil {
+			return err
 		}
+		if err := p.wait(2 * time.Minute); err != nil {
+			return err
+		}
+		if p.code() != 0 {
+			return fmt.Errorf("busy host, %s: %s", be, p.describe())
+		}
+		st := p.cmd.ProcessState
+		samples["hold "+be] = append(samples["hold "+be], ms(p.exitAt.Sub(p.start)))
+		samples["cpu "+be] = append(samples["cpu "+be], ms(st.UserTime()+st.SystemTime()))
 	}
-	return row, nil
+	return nil
 }
 
 // fakeDeviceNode makes a character device node with a major of the
@@ -299,6 +329,36 @@ func (r *BusyResult) markdown(p func(string, ...any), backends []string) {
 		}
 		p("%s %s | %s | %s |", line, row.CheckMS["watch"].String(), k, row.CheckMS["proc"].String())
 	}
+	r.cpuMarkdown(p, backends)
+}
+
+// cpuMarkdown tells the hold's own work from the host's: each hold's CPU
+// time beside what the kernel's threads ran during the same repeats.
+func (r *BusyResult) cpuMarkdown(p func(string, ...any), backends []string) {
+	p("")
+	p("Where the time goes: each hold's CPU time (user+sys, with what it reaped; median [min..max] ms), and the CPU the kernel's own threads used during the row's repeats, as a share of one CPU, with the busiest of them.")
+	p("")
+	head, sep := "| processes |", "|---|"
+	for _, be := range backends {
+		head += " CPU of gpu-hold " + be + " |"
+		sep += "---|"
+	}
+	p("%s kernel threads | busiest |", head)
+	p("%s---|---|", sep)
+	for _, row := range r.Rows {
+		line := fmt.Sprintf("| %d |", row.Processes)
+		for _, be := range backends {
+			line += " " + row.HoldCPUMS[be].String() + " |"
+		}
+		if k := row.KernelThreads; k != nil && k.Busiest != "" {
+			line += fmt.Sprintf(" %s%% of a CPU | %s, %s ms |", num(100*k.Share()), k.Busiest, num(k.BusiestMS))
+		} else if k != nil {
+			line += " none ran | |"
+		} else {
+			line += " | |"
+		}
+		p("%s", line)
+	}
 }
 
 // busyTargets: at the largest host, a hold within 1.2x its idle-host time
@@ -313,10 +373,11 @@ func (b *bench) busyTargets() []Target {
 	var ts []Target
 	for _, be := range b.cfg.Backends {
 		x := ratio(big.HoldMS[be].Median, idle.HoldMS[be].Median)
+		cpu := ratio(big.HoldCPUMS[be].Median, idle.HoldCPUMS[be].Median)
 		ts = append(ts, Target{
 			Name:   fmt.Sprintf("busy host, gpu-hold %s --device, %d processes", be, big.Processes),
 			Want:   "<= 1.2x idle host",
-			Got:    fmt.Sprintf("%sx (%s ms vs %s ms)", num3(x), num(big.HoldMS[be].Median), num(idle.HoldMS[be].Median)),
+			Got:    fmt.Sprintf("%sx (%s ms vs %s ms; its CPU time %sx)%s", num3(x), num(big.HoldMS[be].Median), num(idle.HoldMS[be].Median), num3(cpu), kthreadNote(idle, big)),
 			Status: status(x <= 1.2),
 		})
 	}
@@ -328,4 +389,14 @@ func (b *bench) busyTargets() []Target {
 		Status: "met",
 	})
 	return ts
+}
+
+// kthreadNote names the kernel threads' share of a CPU at both sizes when
+// it grew, the host's work that a hold's wall time pays and its CPU does not.
+func kthreadNote(idle, big BusyRow) string {
+	ki, kb := idle.KernelThreads, big.KernelThreads
+	if ki == nil || kb == nil || kb.Share() <= ki.Share() {
+		return ""
+	}
+	return fmt.Sprintf("; kernel threads %s%% of a CPU against %s%% idle, most of it %s", num(100*kb.Share()), num(100*ki.Share()), kb.Busiest)
 }
