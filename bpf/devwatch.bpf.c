@@ -204,6 +204,8 @@ struct dentry_rec {
 	__s32 count;
 	__u32 known;
 	__u32 watched; /* its inode is still a watched device */
+	__u32 kind;    /* the device it was tracked for */
+	__u32 rdev;
 	__u32 _pad;
 };
 
@@ -414,6 +416,8 @@ static long read_dentry(void *map, __u64 *key, struct dentry_info *info, struct 
 	r.known = info->known;
 	r.count = BPF_CORE_READ(d, d_lockref.count);
 	r.watched = !inode_key(BPF_CORE_READ(d, d_inode), &k) && k.kind == info->kind && k.rdev == info->rdev;
+	r.kind = info->kind;
+	r.rdev = info->rdev;
 	bpf_seq_write(w->seq, &r, sizeof(r));
 	return 0;
 }

@@ -56,7 +56,7 @@ func (w *Watch) Find(devs []Dev, paths []string) ([]DevFile, WatchAnswer, error)
 	}
 	if ans.Why == "" {
 		var files []fileRec
-		files, ans.Openers, ans.Why, err = w.account()
+		files, ans, err = w.account(newDevSet(devs))
 		if err != nil || ans.Why == "" {
 			return onlyDevs(devFiles(files), devs), ans, err
 		}
@@ -152,31 +152,32 @@ type view struct {
 	dentries []dentryRec
 }
 
-// account reads the openers twice and checks the reads agree and hold.
-// It returns the openers' files, how many live openers it read, and why
-// the account does not hold ("" when it does).
-func (w *Watch) account() ([]fileRec, int, string, error) {
+// account reads the openers twice and checks the reads agree and hold for
+// devs. It returns the openers' files, how many live openers it read, and
+// why the account does not hold ("" when it does).
+func (w *Watch) account(devs devSet) (files []fileRec, ans WatchAnswer, err error) {
 	openers, err := w.liveOpeners()
 	defer closeHandles(openers)
+	ans.Openers = len(openers)
 	if err != nil {
-		return nil, 0, "", err
+		return nil, ans, err
 	}
 	var reads [2]view
 	for i := range reads {
 		if reads[i], err = w.read(openers); err != nil {
-			return nil, len(openers), "", err
+			return nil, ans, err
 		}
 	}
-	why := reads[0].holds()
-	if why == "" && !reads[0].equal(reads[1]) {
-		why = "the openers' files changed while they were read"
+	ans.Why = reads[0].holds(devs)
+	if ans.Why == "" && !reads[0].equal(reads[1]) {
+		ans.Why = "the openers' files changed while they were read"
 	}
-	if why == "" {
-		why, err = w.lost()
+	if ans.Why == "" {
+		ans.Why, err = w.lost()
 	}
 	self := os.Getpid()
-	files := slices.DeleteFunc(reads[1].files, func(f fileRec) bool { return int(f.Tgid) == self })
-	return files, len(openers), why, err
+	files = slices.DeleteFunc(reads[1].files, func(f fileRec) bool { return int(f.Tgid) == self })
+	return files, ans, err
 }
 
 // liveOpeners opens a pidfd on every opener still alive and forgets the

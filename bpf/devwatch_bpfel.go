@@ -29,6 +29,8 @@ type devwatchDentryRec struct {
 	Count      int32
 	Known      uint32
 	Watched    uint32
+	Kind       uint32
+	Rdev       uint32
 	Pad        uint32
 }
 

@@ -227,6 +227,26 @@ func TestWatchSeedsAfterALostOpener(t *testing.T) {
 	f.mustFind(devs, paths, pid, 0, "after the reseed")
 }
 
+// ptmxDev is /dev/ptmx's number: each open is a pty whose read blocks until
+// its other side writes, which no one does here.
+var ptmxDev = Dev{Major: 5, Minor: 2}
+
+// A multi-threaded holder blocked in a read of its device holds one more
+// reference to the file than its fd slot (the kernel's fdget on a shared
+// fd table), which the openers' account cannot place: checks of that
+// device seed. A check of another device must not.
+func TestWatchAnswersBesideAnUnaccountedDevice(t *testing.T) {
+	f := newWatchFixture(t)
+	checked := f.node("full-a", fullDev)
+	full, ptmx := []Dev{fullDev}, []Dev{ptmxDev}
+	holder := f.helper(nil, "hold", checked, "read")
+	reader := f.helper(nil, "blockread", "/dev/ptmx")
+	f.mustFind(full, []string{checked}, holder, 1, "seed of /dev/full's number")
+	f.mustFind(ptmx, nil, reader, 1, "seed of /dev/ptmx's number")
+	f.mustFind(ptmx, nil, reader, 1, "a check of the blocked reader's device")
+	f.mustFind(full, []string{checked}, holder, 0, "a check of another device")
+}
+
 // watchHelperEnv selects the helper mode (args separated by US, 0x1f).
 const watchHelperEnv = "GPU_HOLD_DEVWATCH_HELPER"
 
@@ -245,9 +265,14 @@ func TestMain(m *testing.M) {
 //	forkhold NODE         opens NODE, forks a holder, closes its own
 //	send NODE close|keep  opens NODE and passes it over fd 3
 //	recv                  takes a file from fd 3
+//	blockread NODE        opens NODE and blocks a thread in a read of it
 func watchHelper(args []string) {
 	pid := os.Getpid()
 	switch args[0] {
+	case "blockread":
+		fd := mustOpen(args[1], unix.O_RDWR|unix.O_NOCTTY)
+		go unix.Read(fd, make([]byte, 1))
+		waitInRead(fd)
 	case "hold":
 		flags := unix.O_RDONLY
 		if args[2] == "path" {
@@ -287,6 +312,20 @@ func watchHelper(args []string) {
 	}
 	fmt.Println("ready " + strconv.Itoa(pid))
 	waitForever()
+}
+
+// waitInRead waits until a thread of this process sleeps in read(2) on fd.
+func waitInRead(fd int) {
+	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, fd)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		calls, _ := filepath.Glob("/proc/self/task/*/syscall")
+		for _, c := range calls {
+			if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), want) {
+				return
+			}
+		}
+	}
+	helperFail(fmt.Errorf("no thread blocked in read(2) on fd %d within 10s", fd))
 }
 
 func mustOpen(path string, flags int) int {
