@@ -1,10 +1,12 @@
 // busy.go owns the busy-host section: the host is filled with unrelated
 // processes (sleep, each with busyFDs open files, marked like everything
 // the bench starts), one of which holds a fake device node (an unused
-// device number, held with O_PATH); then `gpu-hold --device NODE -- true`
-// per backend, and the device-holder check's own time by each of its two
-// ways (the kernel's fd tables, the walk of /proc), each of which must
-// report the one holder; beside each hold's wall time, its CPU time and
+// device number, held with O_PATH), and one more whose thread sleeps in a
+// read of /dev/ptmx (a multi-threaded holder waiting on its device); then
+// `gpu-hold --device NODE -- true` per backend, and the device-holder
+// check's own time by each of its ways (the host's device watch, the
+// kernel's fd tables, the walk of /proc), each of which must report the one
+// holder, and the watch's check of /dev/ptmx beside it; beside each hold's wall time, its CPU time and
 // the kernel threads' CPU over the same repeats, which tell the hold's own
 // growth from the host's. The fillers are ended before the next size.
 package main
@@ -16,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +40,9 @@ type BusyRow struct {
 	HoldMS map[string]Dist `json:"hold_ms"`
 	// CheckMS is the device-holder check's own time per way: "watch"
 	// (the host's device watch), "kernel"
-	// (BPF iterator, then /proc of the candidates) and "proc" (walk).
+	// (BPF iterator, then /proc of the candidates) and "proc" (walk);
+	// "watch-blocked" is the watch's check of /dev/ptmx, whose holder
+	// sleeps in a read of it.
 	CheckMS map[string]Dist `json:"check_ms"`
 	// KernelWhy is why the kernel way did not answer ("" when it did).
 	KernelWhy string `json:"kernel_why,omitempty"`
@@ -87,7 +92,7 @@ func (b *bench) busyRow(n int, node string) (BusyRow, error) {
 	samples := map[string][]float64{}
 	kt0, t0 := kthreadTimes(), time.Now()
 	for rep := 0; rep < b.cfg.BusyReps; rep++ {
-		if err := busyChecks(&row, node, fill.holder.Process.Pid, samples); err != nil {
+		if err := busyChecks(&row, node, fill.holder.Process.Pid, fill.reader.Process.Pid, samples); err != nil {
 			return row, err
 		}
 		if err := b.busyHolds(n, node, samples); err != nil {
@@ -105,7 +110,7 @@ func (b *bench) busyRow(n int, node string) (BusyRow, error) {
 
 // busyChecks times the device check once each way, each of which must
 // report the one holder; samples are keyed "check WAY".
-func busyChecks(row *BusyRow, node string, holder int, samples map[string][]float64) error {
+func busyChecks(row *BusyRow, node string, holder, reader int, samples map[string][]float64) error {
 	mnt := cgroup.Mount()
 	tdevs := func(devs []device.DevNum) []tracker.Dev {
 		td := make([]tracker.Dev, len(devs))
@@ -142,6 +147,26 @@ func busyChecks(row *BusyRow, node string, holder int, samples map[string][]floa
 		}
 		samples["check "+way.name] = append(samples["check "+way.name], ms(d))
 	}
+	return blockedCheck(watch, reader, samples)
+}
+
+// blockedCheck times the watch's check of /dev/ptmx, which must report
+// reader, whose thread sleeps in a read of it: the one reference more
+// than its fd slot makes the watch read every fd table.
+func blockedCheck(watch device.Finder, reader int, samples map[string][]float64) error {
+	t0 := time.Now()
+	hs, how, why, err := device.ScanHoldersWith([]string{blockedNode}, watch)
+	d := time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("device watch's check of %s: %w", blockedNode, err)
+	}
+	if how != device.MethodKernel {
+		return fmt.Errorf("the device watch did not answer the check of %s: %s", blockedNode, why)
+	}
+	if !slices.ContainsFunc(hs, func(h device.Holder) bool { return h.PID == reader }) {
+		return fmt.Errorf("device watch's check of %s found %+v, not the blocked reader pid %d: it missed a holder", blockedNode, hs, reader)
+	}
+	samples["check watch-blocked"] = append(samples["check watch-blocked"], ms(d))
 	return nil
 }
 
@@ -202,11 +227,16 @@ type fillers struct {
 	helpers []*exec.Cmd
 	stdins  []io.Closer
 	holder  *exec.Cmd
+	reader  *exec.Cmd // asleep in a read of blockedNode
 }
+
+// blockedNode is the device the blocked reader reads: each open of it is
+// a pty whose read blocks until its other side writes, which no one does.
+const blockedNode = "/dev/ptmx"
 
 // startFillers starts n sleeps holding busyFDs files each (through
 // helpers), and, unless node is "", one more holding node (O_PATH: nothing
-// can open an unregistered device).
+// can open an unregistered device) and the blocked reader.
 func (b *bench) startFillers(n int, node string) (*fillers, error) {
 	f := &fillers{}
 	for left := n; left > 0; left -= fillersPerHelper {
@@ -245,7 +275,25 @@ func (b *bench) startFillers(n int, node string) (*fillers, error) {
 		f.holder = nil
 		return f, err
 	}
-	return f, nil
+	return f, b.startReader(f)
+}
+
+// startReader starts the blocked reader and waits until it sleeps in its read.
+func (b *bench) startReader(f *fillers) error {
+	c := exec.Command(b.self, "helper", "blockread", blockedNode)
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		return err
+	}
+	f.reader = c
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		return fmt.Errorf("the blocked reader of %s did not start: %q %v", blockedNode, line, err)
+	}
+	return nil
 }
 
 // end makes every helper end its fillers (stdin's EOF) and waits for it,
@@ -257,11 +305,13 @@ func (f *fillers) end() {
 	for _, c := range f.helpers {
 		c.Wait()
 	}
-	if f.holder != nil {
-		f.holder.Process.Kill()
-		f.holder.Wait()
+	for _, c := range []*exec.Cmd{f.holder, f.reader} {
+		if c != nil {
+			c.Process.Kill()
+			c.Wait()
+		}
 	}
-	f.helpers, f.stdins, f.holder = nil, nil, nil
+	f.helpers, f.stdins, f.holder, f.reader = nil, nil, nil, nil
 }
 
 // fillersHelper is the helper mode: n sleeps with busyFDs files of a
@@ -308,7 +358,7 @@ func (r *BusyResult) markdown(p func(string, ...any), backends []string) {
 	p("")
 	p("### Busy host")
 	p("")
-	p("The host filled with unrelated `sleep` processes holding %d open files each, and one more that holds a fake device node (an unregistered device number, with O_PATH), which each check must report. `gpu-hold --device NODE -- true` per backend; the device-holder check's own time by the host's device watch (the openers' fd tables, checked against the kernel's reference counts), by the kernel's fd tables (BPF iterator over every one, then /proc of the processes it names) and by the walk of /proc (the fallback). Median [min..max] ms over %d repeats.", r.FDs, r.Repeats)
+	p("The host filled with unrelated `sleep` processes holding %d open files each, and one more that holds a fake device node (an unregistered device number, with O_PATH), which each check must report. `gpu-hold --device NODE -- true` per backend; the device-holder check's own time by the host's device watch (the openers' fd tables, checked against the kernel's reference counts), by the kernel's fd tables (BPF iterator over every one, then /proc of the processes it names) and by the walk of /proc (the fallback); and the watch's check of %s, whose holder (one more process, multi-threaded) has a thread asleep in a read of it: that holds one reference more than its fd slot, which the watch cannot place, so that check reads every fd table (the check of the fake node beside it does not). Median [min..max] ms over %d repeats.", r.FDs, blockedNode, r.Repeats)
 	p("")
 	head := "| processes |"
 	sep := "|---|"
@@ -316,8 +366,8 @@ func (r *BusyResult) markdown(p func(string, ...any), backends []string) {
 		head += " gpu-hold " + be + " |"
 		sep += "---|"
 	}
-	p("%s check: watch | check: kernel | check: /proc walk |", head)
-	p("%s---|---|---|", sep)
+	p("%s check: watch | check: kernel | check: /proc walk | check: watch, holder asleep in a read |", head)
+	p("%s---|---|---|---|", sep)
 	for _, row := range r.Rows {
 		line := fmt.Sprintf("| %d |", row.Processes)
 		for _, be := range backends {
@@ -327,7 +377,7 @@ func (r *BusyResult) markdown(p func(string, ...any), backends []string) {
 		if row.KernelWhy != "" {
 			k = "n/a (" + row.KernelWhy + ")"
 		}
-		p("%s %s | %s | %s |", line, row.CheckMS["watch"].String(), k, row.CheckMS["proc"].String())
+		p("%s %s | %s | %s | %s |", line, row.CheckMS["watch"].String(), k, row.CheckMS["proc"].String(), row.CheckMS["watch-blocked"].String())
 	}
 	r.cpuMarkdown(p, backends)
 }

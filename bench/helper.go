@@ -8,6 +8,8 @@
 package main
 
 import (
+	"github.com/gpu-hold/gpu-hold/internal/plant"
+
 	"bufio"
 	"fmt"
 	"io"
@@ -84,6 +86,12 @@ func helperMain(args []string) {
 	case "fillers": // N: N sleeps holding busyFDs files each; "ready" on stdout; ends them at stdin's EOF
 		fillersHelper(atoi(arg(a, 0)))
 		return
+	case "blockread": // PATH: a thread asleep in read(2) of PATH, "ready" on stdout, then wait for ever
+		if err := plant.BlockRead(arg(a, 0)); err != nil {
+			fatalf("helper blockread: %v", err)
+		}
+		fmt.Println("ready")
+		forever()
 	case "opener": // PATH RATE OUTFILE: open PATH RATE times a second until TERM; write the count
 		openLoop(arg(a, 0), atoi(arg(a, 1)), arg(a, 2))
 	case "gate": // READY GATE: write READY, then return once GATE exists

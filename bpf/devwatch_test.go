@@ -270,9 +270,9 @@ func watchHelper(args []string) {
 	pid := os.Getpid()
 	switch args[0] {
 	case "blockread":
-		fd := mustOpen(args[1], unix.O_RDWR|unix.O_NOCTTY)
-		go unix.Read(fd, make([]byte, 1))
-		waitInRead(fd)
+		if err := plant.BlockRead(args[1]); err != nil {
+			helperFail(err)
+		}
 	case "hold":
 		flags := unix.O_RDONLY
 		if args[2] == "path" {
@@ -312,20 +312,6 @@ func watchHelper(args []string) {
 	}
 	fmt.Println("ready " + strconv.Itoa(pid))
 	waitForever()
-}
-
-// waitInRead waits until a thread of this process sleeps in read(2) on fd.
-func waitInRead(fd int) {
-	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, fd)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		calls, _ := filepath.Glob("/proc/self/task/*/syscall")
-		for _, c := range calls {
-			if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), want) {
-				return
-			}
-		}
-	}
-	helperFail(fmt.Errorf("no thread blocked in read(2) on fd %d within 10s", fd))
 }
 
 func mustOpen(path string, flags int) int {

@@ -46,7 +46,7 @@ func drawTeardown(r results, path string) (bool, error) {
 }
 
 // drawHostSize: `gpu-hold --device NODE -- true` per backend and the device
-// check's three ways against the processes on the host.
+// check's ways against the processes on the host.
 func drawHostSize(r results, path string) (bool, error) {
 	if r.Busy == nil || len(r.Busy.Rows) == 0 {
 		return false, nil
@@ -71,11 +71,12 @@ func drawHostSize(r results, path string) (bool, error) {
 	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
-// checkNames names the device check's three ways in the legend.
+// checkNames names the device check's ways in the legend.
 var checkNames = map[string]string{
-	"watch":  "device check: the openers' fd tables (device watch)",
-	"kernel": "device check: every fd table (BPF iterator)",
-	"proc":   "device check: the /proc walk (fallback)",
+	"watch":         "device check: the openers' fd tables (device watch)",
+	"watch-blocked": "device check by the watch, its holder asleep in a read",
+	"kernel":        "device check: every fd table (BPF iterator)",
+	"proc":          "device check: the /proc walk (fallback)",
 }
 
 // drawIdle: the device's idle time between two jobs, per chain: short
