@@ -6,9 +6,10 @@
 // `gpu-hold --device NODE -- true` per backend, and the device-holder
 // check's own time by each of its ways (the host's device watch, the
 // kernel's fd tables, the walk of /proc), each of which must report the one
-// holder, and the watch's check of /dev/ptmx beside it; beside each hold's wall time, its CPU time and
-// the kernel threads' CPU over the same repeats, which tell the hold's own
-// growth from the host's. The fillers are ended before the next size.
+// holder, and the watch's check of /dev/ptmx beside it; beside each hold's
+// wall time, its CPU time and the kernel threads' CPU over the same
+// repeats, which tell the hold's own growth from the host's. The fillers
+// are ended before the next size.
 package main
 
 import (
