@@ -8,8 +8,6 @@
 package main
 
 import (
-	"github.com/gpu-hold/gpu-hold/internal/plant"
-
 	"bufio"
 	"fmt"
 	"io"
@@ -19,6 +17,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/internal/plant"
 )
 
 // helperMain runs one helper mode and exits.
