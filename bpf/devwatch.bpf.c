@@ -12,8 +12,14 @@
  *                `dentries`. It never refuses: it always returns 1.
  *   watch_fork   tp_btf/sched_process_fork: the child of an opener is an
  *                opener (it inherits the fd table).
+ *   watch_install, watch_replace  fentry on fd_install and replace_fd, the
+ *                ways a file enters an fd table other than an open or a
+ *                fork (SCM_RIGHTS, pidfd_getfd, seccomp's addfd, binder,
+ *                F_DUPFD): a process given a file of a watched device is an
+ *                opener. Optional: where fentry is refused, the account
+ *                credits no sleeping call (devwatch_inflight.go says why).
  *
- * and three iterators that read the kernel's own reference counts, which
+ * and four iterators that read the kernel's own reference counts, which
  * userspace checks against what the openers hold:
  *
  *   account_files  iter/task_file: one record per open file of a watched
@@ -24,7 +30,10 @@
  *                  (each holds a reference to it);
  *   read_dentries  iter/task, run on the reader alone: each dentry of
  *                  `dentries`, its count, and whether it still names a
- *                  watched device.
+ *                  watched device;
+ *   account_threads  iter/task, run on one opener: each of its threads that
+ *                  sleeps in the kernel, with its fd table and the system
+ *                  call and first argument it entered with.
  *
  * A map that is full counts its loss in `state`: the account is then not
  * trusted until the next seed. */
@@ -91,7 +100,9 @@ struct nameidata {
 };
 
 struct files_struct {
-	int _unused;
+	struct {
+		int counter;
+	} count;
 };
 
 struct mm_struct {
@@ -99,6 +110,7 @@ struct mm_struct {
 };
 
 struct task_struct {
+	unsigned int __state;
 	int pid;
 	int tgid;
 	unsigned long long start_boottime;
@@ -133,6 +145,20 @@ struct bpf_iter__task_vma {
 struct bpf_iter__task {
 	struct bpf_iter_meta *meta;
 	struct task_struct *task;
+};
+
+struct pt_regs;
+
+/* The registers saved at entry: the system call's number and first
+ * argument, per architecture (CO-RE picks the one the kernel has). */
+struct pt_regs___x86 {
+	unsigned long orig_ax;
+	unsigned long di;
+};
+
+struct pt_regs___arm64 {
+	unsigned long long orig_x0;
+	int syscallno;
 };
 
 #pragma clang attribute pop
@@ -209,6 +235,17 @@ struct dentry_rec {
 	__u32 _pad;
 };
 
+/* thread_rec is one thread of an opener that sleeps in the kernel. */
+struct thread_rec {
+	__u32 tgid;
+	__u32 tid;
+	__u64 files;
+	__s32 files_count;
+	__u32 _pad;
+	__s64 nr;   /* the system call it entered with; -1: none */
+	__u64 arg0; /* its first argument */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -241,6 +278,7 @@ struct {
 const struct file_rec *unused_file_rec __attribute__((unused));
 const struct vma_rec *unused_vma_rec __attribute__((unused));
 const struct dentry_rec *unused_dentry_rec __attribute__((unused));
+const struct thread_rec *unused_thread_rec __attribute__((unused));
 
 static struct watch_state *watch_state(void)
 {
@@ -349,6 +387,33 @@ int BPF_PROG(watch_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+/* installed makes the current process an opener when file, just put in
+ * its fd table, is of a watched device. */
+static void installed(struct file *file)
+{
+	struct task_struct *task;
+	struct dev_key k = {};
+
+	if (!watched_file(file, &k))
+		return;
+	task = (struct task_struct *)bpf_get_current_task();
+	add_opener(BPF_CORE_READ(task, tgid), BPF_CORE_READ(task, group_leader, start_boottime), watch_state());
+}
+
+SEC("fentry/fd_install")
+int BPF_PROG(watch_install, unsigned int fd, struct file *file)
+{
+	installed(file);
+	return 0;
+}
+
+SEC("fentry/replace_fd")
+int BPF_PROG(watch_replace, unsigned int fd, struct file *file, unsigned int flags)
+{
+	installed(file);
+	return 0;
+}
+
 SEC("iter/task_file")
 int account_files(struct bpf_iter__task_file *ctx)
 {
@@ -434,5 +499,49 @@ int read_dentries(struct bpf_iter__task *ctx)
 	if (!task || task->pid != task->tgid)
 		return 0;
 	bpf_for_each_map_elem(&dentries, read_dentry, &w, 0);
+	return 0;
+}
+
+#define TASK_INTERRUPTIBLE 0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+
+/* entry reads the system call a sleeping task entered the kernel with. A
+ * task sleeps only in the kernel, so the registers saved at the top of its
+ * stack are those of the entry it sleeps in (an interrupt's or a fault's
+ * has nr -1). */
+static void entry(struct task_struct *task, struct thread_rec *r)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+	r->nr = -1;
+	if (!regs)
+		return;
+	if (bpf_core_field_exists(((struct pt_regs___x86 *)0)->orig_ax)) {
+		r->nr = (long)BPF_CORE_READ((struct pt_regs___x86 *)regs, orig_ax);
+		r->arg0 = BPF_CORE_READ((struct pt_regs___x86 *)regs, di);
+	} else if (bpf_core_field_exists(((struct pt_regs___arm64 *)0)->syscallno)) {
+		r->nr = BPF_CORE_READ((struct pt_regs___arm64 *)regs, syscallno);
+		r->arg0 = BPF_CORE_READ((struct pt_regs___arm64 *)regs, orig_x0);
+	}
+}
+
+/* account_threads runs on one opener (the link's task filter) and writes
+ * each of its threads that sleeps in the kernel. */
+SEC("iter/task")
+int account_threads(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct thread_rec r = {};
+
+	if (!task || !bpf_core_field_exists(task->__state))
+		return 0;
+	if (!(BPF_CORE_READ(task, __state) & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
+		return 0;
+	r.tgid = task->tgid;
+	r.tid = task->pid;
+	r.files = (__u64)BPF_CORE_READ(task, files);
+	r.files_count = BPF_CORE_READ(task, files, count.counter);
+	entry(task, &r);
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

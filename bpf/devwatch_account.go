@@ -30,9 +30,10 @@ import (
 
 // WatchAnswer says how Watch.Find answered.
 type WatchAnswer struct {
-	Seeded  bool   // every fd table on the host was read
-	Why     string // why the openers' account did not hold ("" when it was not tried)
-	Openers int    // live openers read
+	Seeded   bool   // every fd table on the host was read
+	Why      string // why the openers' account did not hold ("" when it was not tried)
+	Openers  int    // live openers read
+	InFlight int    // references credited to openers' sleeping calls (devwatch_inflight.go)
 }
 
 // Find returns every open file of devs on the host, as FindDeviceFiles
@@ -153,8 +154,12 @@ type view struct {
 }
 
 // account reads the openers twice and checks the reads agree and hold for
-// devs. It returns the openers' files, how many live openers it read, and
-// why the account does not hold ("" when it does).
+// devs. Between the reads it reads the sleeping threads of the openers
+// whose files count more references than their slots and mappings, so
+// that a call that ends or begins meanwhile shows as a change. It returns
+// the openers' files, and in ans how many live openers it read, the
+// references it credited to sleeping calls, and why the account does not
+// hold ("" when it does).
 func (w *Watch) account(devs devSet) (files []fileRec, ans WatchAnswer, err error) {
 	openers, err := w.liveOpeners()
 	defer closeHandles(openers)
@@ -162,21 +167,30 @@ func (w *Watch) account(devs devSet) (files []fileRec, ans WatchAnswer, err erro
 	if err != nil {
 		return nil, ans, err
 	}
-	var reads [2]view
-	for i := range reads {
-		if reads[i], err = w.read(openers); err != nil {
-			return nil, ans, err
-		}
+	first, err := w.read(openers)
+	if err != nil {
+		return nil, ans, err
 	}
-	ans.Why = reads[0].holds(devs)
-	if ans.Why == "" && !reads[0].equal(reads[1]) {
+	credit, err := w.credits(openers, first, first.excess(devs))
+	if err != nil {
+		return nil, ans, err
+	}
+	second, err := w.read(openers)
+	if err != nil {
+		return nil, ans, err
+	}
+	for _, n := range credit {
+		ans.InFlight += n
+	}
+	ans.Why = first.holds(devs, credit)
+	if ans.Why == "" && !first.equal(second) {
 		ans.Why = "the openers' files changed while they were read"
 	}
 	if ans.Why == "" {
 		ans.Why, err = w.lost()
 	}
 	self := os.Getpid()
-	files = slices.DeleteFunc(reads[1].files, func(f fileRec) bool { return int(f.Tgid) == self })
+	files = slices.DeleteFunc(second.files, func(f fileRec) bool { return int(f.Tgid) == self })
 	return files, ans, err
 }
 

@@ -62,6 +62,17 @@ type devwatchOpenerKey struct {
 	StartNs uint64
 }
 
+type devwatchThreadRec struct {
+	_          structs.HostLayout
+	Tgid       uint32
+	Tid        uint32
+	Files      uint64
+	FilesCount int32
+	Pad        uint32
+	Nr         int64
+	Arg0       uint64
+}
+
 type devwatchVmaRec struct {
 	_       structs.HostLayout
 	Tgid    uint32
@@ -91,12 +102,16 @@ const (
 	devwatchMapState           = "state"
 	devwatchMapWatched         = "watched"
 	devwatchProgAccountFiles   = "account_files"
+	devwatchProgAccountThreads = "account_threads"
 	devwatchProgAccountVmas    = "account_vmas"
 	devwatchProgReadDentries   = "read_dentries"
 	devwatchProgWatchFork      = "watch_fork"
+	devwatchProgWatchInstall   = "watch_install"
 	devwatchProgWatchOpen      = "watch_open"
+	devwatchProgWatchReplace   = "watch_replace"
 	devwatchVarUnusedDentryRec = "unused_dentry_rec"
 	devwatchVarUnusedFileRec   = "unused_file_rec"
+	devwatchVarUnusedThreadRec = "unused_thread_rec"
 	devwatchVarUnusedVmaRec    = "unused_vma_rec"
 )
 
@@ -142,11 +157,14 @@ type devwatchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type devwatchProgramSpecs struct {
-	AccountFiles *ebpf.ProgramSpec `ebpf:"account_files"`
-	AccountVmas  *ebpf.ProgramSpec `ebpf:"account_vmas"`
-	ReadDentries *ebpf.ProgramSpec `ebpf:"read_dentries"`
-	WatchFork    *ebpf.ProgramSpec `ebpf:"watch_fork"`
-	WatchOpen    *ebpf.ProgramSpec `ebpf:"watch_open"`
+	AccountFiles   *ebpf.ProgramSpec `ebpf:"account_files"`
+	AccountThreads *ebpf.ProgramSpec `ebpf:"account_threads"`
+	AccountVmas    *ebpf.ProgramSpec `ebpf:"account_vmas"`
+	ReadDentries   *ebpf.ProgramSpec `ebpf:"read_dentries"`
+	WatchFork      *ebpf.ProgramSpec `ebpf:"watch_fork"`
+	WatchInstall   *ebpf.ProgramSpec `ebpf:"watch_install"`
+	WatchOpen      *ebpf.ProgramSpec `ebpf:"watch_open"`
+	WatchReplace   *ebpf.ProgramSpec `ebpf:"watch_replace"`
 }
 
 // devwatchMapSpecs contains maps before they are loaded into the kernel.
@@ -165,6 +183,7 @@ type devwatchMapSpecs struct {
 type devwatchVariableSpecs struct {
 	UnusedDentryRec *ebpf.VariableSpec `ebpf:"unused_dentry_rec"`
 	UnusedFileRec   *ebpf.VariableSpec `ebpf:"unused_file_rec"`
+	UnusedThreadRec *ebpf.VariableSpec `ebpf:"unused_thread_rec"`
 	UnusedVmaRec    *ebpf.VariableSpec `ebpf:"unused_vma_rec"`
 }
 
@@ -209,6 +228,7 @@ func (m *devwatchMaps) Close() error {
 type devwatchVariables struct {
 	UnusedDentryRec *ebpf.Variable `ebpf:"unused_dentry_rec"`
 	UnusedFileRec   *ebpf.Variable `ebpf:"unused_file_rec"`
+	UnusedThreadRec *ebpf.Variable `ebpf:"unused_thread_rec"`
 	UnusedVmaRec    *ebpf.Variable `ebpf:"unused_vma_rec"`
 }
 
@@ -216,20 +236,26 @@ type devwatchVariables struct {
 //
 // It can be passed to loadDevwatchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type devwatchPrograms struct {
-	AccountFiles *ebpf.Program `ebpf:"account_files"`
-	AccountVmas  *ebpf.Program `ebpf:"account_vmas"`
-	ReadDentries *ebpf.Program `ebpf:"read_dentries"`
-	WatchFork    *ebpf.Program `ebpf:"watch_fork"`
-	WatchOpen    *ebpf.Program `ebpf:"watch_open"`
+	AccountFiles   *ebpf.Program `ebpf:"account_files"`
+	AccountThreads *ebpf.Program `ebpf:"account_threads"`
+	AccountVmas    *ebpf.Program `ebpf:"account_vmas"`
+	ReadDentries   *ebpf.Program `ebpf:"read_dentries"`
+	WatchFork      *ebpf.Program `ebpf:"watch_fork"`
+	WatchInstall   *ebpf.Program `ebpf:"watch_install"`
+	WatchOpen      *ebpf.Program `ebpf:"watch_open"`
+	WatchReplace   *ebpf.Program `ebpf:"watch_replace"`
 }
 
 func (p *devwatchPrograms) Close() error {
 	return _DevwatchClose(
 		p.AccountFiles,
+		p.AccountThreads,
 		p.AccountVmas,
 		p.ReadDentries,
 		p.WatchFork,
+		p.WatchInstall,
 		p.WatchOpen,
+		p.WatchReplace,
 	)
 }
 

@@ -74,14 +74,26 @@ func (v view) refsByFile(devs devSet) map[uint64]*refs {
 
 func (r *refs) held() int { return len(r.slots) + len(r.maps) }
 
+// excess returns the files of devs with more references than the openers'
+// fd slots and mappings of them.
+func (v view) excess(devs devSet) map[uint64]bool {
+	out := map[uint64]bool{}
+	for file, r := range v.refsByFile(devs) {
+		if r.count > uint64(r.held()) {
+			out[file] = true
+		}
+	}
+	return out
+}
+
 // holds says why v does not account for every reference to the files and
-// nodes of devs ("" when it does). Other devices' files do not bear on who
-// holds devs: a file of another device that the openers cannot account
-// for (a model server on the next GPU, blocked in an ioctl) makes a check
-// of that device a seed, not every check on the host.
-func (v view) holds(devs devSet) string {
-	for _, r := range v.refsByFile(devs) {
-		if held := r.held(); r.odd || r.count != uint64(held) {
+// nodes of devs ("" when it does), given what credit says the openers'
+// sleeping calls hold. Other devices' files do not bear on who holds devs:
+// a file of another device that the openers cannot account for makes a
+// check of that device a seed, not every check on the host.
+func (v view) holds(devs devSet, credit map[uint64]int) string {
+	for file, r := range v.refsByFile(devs) {
+		if held := r.held() + credit[file]; r.odd || r.count != uint64(held) {
 			return fmt.Sprintf("a file of a watched device has %d references, and the openers hold %d of them", r.count, held)
 		}
 	}

@@ -6,6 +6,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
@@ -18,6 +19,9 @@ type WatchStatus struct {
 	Devices  int // device numbers checked at least once
 	Openers  int // processes the watch holds as possible holders
 	Dentries int // device nodes' dentries it counts references of
+	// Installs: its fd_install and replace_fd hooks are attached, so it
+	// credits the openers' sleeping calls (where the kernel allows fentry).
+	Installs bool
 	// The programs' counters since the watch was attached, and at the
 	// last seed (a full read of every fd table).
 	Now, AtSeed WatchCounters
@@ -34,6 +38,8 @@ func ReadWatchStatus() (WatchStatus, error) {
 	if !st.Pinned {
 		return st, nil
 	}
+	_, err := os.Stat(filepath.Join(st.Dir, watchLinkReplace))
+	st.Installs = err == nil
 	ro := &ebpf.LoadPinOptions{ReadOnly: true}
 	var errs []error
 	for name, n := range map[string]*int{"watched": &st.Devices, "openers": &st.Openers, "dentries": &st.Dentries} {

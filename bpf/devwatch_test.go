@@ -233,9 +233,10 @@ var ptmxDev = Dev{Major: 5, Minor: 2}
 
 // A multi-threaded holder blocked in a read of its device holds one more
 // reference to the file than its fd slot (the kernel's fdget on a shared
-// fd table), which the openers' account cannot place: checks of that
-// device seed. A check of another device must not.
-func TestWatchAnswersBesideAnUnaccountedDevice(t *testing.T) {
+// fd table). Where the watch has its install hooks it credits the call
+// and answers from the openers; elsewhere checks of that device seed. A
+// check of another device never does.
+func TestWatchAnswersBesideABlockedRead(t *testing.T) {
 	f := newWatchFixture(t)
 	checked := f.node("full-a", fullDev)
 	full, ptmx := []Dev{fullDev}, []Dev{ptmxDev}
@@ -243,8 +244,38 @@ func TestWatchAnswersBesideAnUnaccountedDevice(t *testing.T) {
 	reader := f.helper(nil, "blockread", "/dev/ptmx")
 	f.mustFind(full, []string{checked}, holder, 1, "seed of /dev/full's number")
 	f.mustFind(ptmx, nil, reader, 1, "seed of /dev/ptmx's number")
-	f.mustFind(ptmx, nil, reader, 1, "a check of the blocked reader's device")
+	credits := f.w.CreditsCalls()
+	t.Logf("the watch credits sleeping calls: %v (false: the kernel refused fentry)", credits)
+	seeds := 1
+	if credits {
+		seeds = 0
+	}
+	f.mustFind(ptmx, nil, reader, seeds, "a check of the blocked reader's device")
+	if _, _, ans := f.find(ptmx, nil, reader); credits && ans.InFlight < 1 {
+		t.Fatalf("no reference credited to the blocked read: %+v", ans)
+	}
 	f.mustFind(full, []string{checked}, holder, 0, "a check of another device")
+}
+
+// A thread asleep in a read of a pipe at fd N, N then pointed at the
+// device's file (dup2) and the file passed to a process that opened
+// nothing: the credit for the read is not that file's, and the receiver
+// must be found.
+func TestWatchFindsAFileBehindARepointedCall(t *testing.T) {
+	f := newWatchFixture(t)
+	ptmx := []Dev{ptmxDev}
+	seedHolder := f.helper(nil, "blockread", "/dev/ptmx")
+	f.mustFind(ptmx, nil, seedHolder, 1, "seed")
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	defer a.Close()
+	defer b.Close()
+	recv := f.helper([]*os.File{a}, "recv")
+	f.helper([]*os.File{b}, "repoint", "/dev/ptmx")
+	f.mustFind(ptmx, nil, recv, -1, "the receiver of a file behind a repointed call")
 }
 
 // watchHelperEnv selects the helper mode (args separated by US, 0x1f).
@@ -266,6 +297,9 @@ func TestMain(m *testing.M) {
 //	send NODE close|keep  opens NODE and passes it over fd 3
 //	recv                  takes a file from fd 3
 //	blockread NODE        opens NODE and blocks a thread in a read of it
+//	repoint NODE          blocks a thread in a read of a pipe at fd N, opens
+//	                      NODE, points N at it (dup2), passes it over fd 3
+//	                      and closes its own other copy
 func watchHelper(args []string) {
 	pid := os.Getpid()
 	switch args[0] {
@@ -273,6 +307,8 @@ func watchHelper(args []string) {
 		if err := plant.BlockRead(args[1]); err != nil {
 			helperFail(err)
 		}
+	case "repoint":
+		repoint(args[1])
 	case "hold":
 		flags := unix.O_RDONLY
 		if args[2] == "path" {
@@ -312,6 +348,28 @@ func watchHelper(args []string) {
 	}
 	fmt.Println("ready " + strconv.Itoa(pid))
 	waitForever()
+}
+
+// repoint is the helper mode of that name.
+func repoint(node string) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], 0); err != nil {
+		helperFail(err)
+	}
+	if err := plant.BlockReadFD(p[0], "a pipe"); err != nil {
+		helperFail(err)
+	}
+	fd := mustOpen(node, unix.O_RDWR|unix.O_NOCTTY)
+	if err := unix.Dup2(fd, p[0]); err != nil {
+		helperFail(err)
+	}
+	if err := unix.Sendmsg(3, []byte{1}, unix.UnixRights(fd), nil, 0); err != nil {
+		helperFail(err)
+	}
+	if _, err := unix.Read(3, make([]byte, 1)); err != nil { // the receiver has it
+		helperFail(err)
+	}
+	unix.Close(fd)
 }
 
 func mustOpen(path string, flags int) int {

@@ -253,8 +253,12 @@ func watchDetail() (string, error) {
 	if n.LostOpeners > st.AtSeed.LostOpeners || n.LostDentries > st.AtSeed.LostDentries {
 		lost = "; maps were full since the last seed: the next check reads every fd table"
 	}
-	return fmt.Sprintf("attached (%s): %d device(s) checked, %d opener(s), %d node dentries; %d opens, %d forks of openers, %d openers and %d dentries lost to full maps%s",
-		st.Dir, st.Devices, st.Openers, st.Dentries, n.Opens, n.Forks, n.LostOpeners, n.LostDentries, lost), nil
+	calls := "; a holder asleep in a read or ioctl of its device makes that device's checks read every fd table (the kernel refused the fentry hooks that would let the watch credit the call)"
+	if st.Installs {
+		calls = "; it credits a holder's calls asleep on the device"
+	}
+	return fmt.Sprintf("attached (%s): %d device(s) checked, %d opener(s), %d node dentries; %d opens, %d forks of openers, %d openers and %d dentries lost to full maps%s%s",
+		st.Dir, st.Devices, st.Openers, st.Dentries, n.Opens, n.Forks, n.LostOpeners, n.LostDentries, lost, calls), nil
 }
 
 // itersDetail says whether an eBPF hold opens the host's iterators or

@@ -22,6 +22,12 @@ func BlockRead(path string) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", path, err)
 	}
+	return BlockReadFD(fd, path)
+}
+
+// BlockReadFD returns once a thread of this process sleeps in read(2) of
+// fd (what names it in errors).
+func BlockReadFD(fd int, what string) error {
 	go unix.Read(fd, make([]byte, 1))
 	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, fd)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -32,5 +38,5 @@ func BlockRead(path string) error {
 			}
 		}
 	}
-	return fmt.Errorf("no thread of this process was asleep in read(2) of %s (fd %d) within 10s", path, fd)
+	return fmt.Errorf("no thread of this process was asleep in read(2) of %s (fd %d) within 10s", what, fd)
 }
