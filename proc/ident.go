@@ -39,6 +39,11 @@ type Stat struct {
 	// main thread has exited shows that thread's state, Z, while the
 	// others still run: it counts the live ones besides the main one.
 	Threads int
+	// StartStack is the address of the bottom of the program's stack
+	// (field 28): a new one is drawn at every exec, so it changes where an
+	// exec keeps the command name (bash running bash -c). 0 when the kernel
+	// hides it from the reader or the exec has not set it up yet.
+	StartStack uint64
 	// Status is a zombie's wait status as waitpid would report it (field
 	// 52, exit_code), read without reaping it; -1 for any other state or
 	// when the kernel gives none. (A reader the kernel would not let trace
@@ -94,10 +99,10 @@ func parseStat(pid int, s string) (Stat, error) {
 	st := Stat{Comm: s[open+1 : close], Status: -1}
 	st.PID = pid
 	rest := s[close+2:]
-	// Fields after comm start at field 3 (state); we need 3,4,5,6, 9, 20
-	// and 22, and for a zombie 52.
+	// Fields after comm start at field 3 (state); we need 3,4,5,6, 9, 20,
+	// 22 and 28, and for a zombie 52.
 	var field int = 3
-	last := 22
+	last := 28
 	for field <= last && len(rest) > 0 {
 		sp := strings.IndexByte(rest, ' ')
 		var tok string
@@ -131,6 +136,8 @@ func parseStat(pid int, s string) (Stat, error) {
 				return Stat{}, fmt.Errorf("/proc/%d/stat: bad start time %q", pid, tok)
 			}
 			st.Start = v
+		case 28:
+			st.StartStack, _ = strconv.ParseUint(tok, 10, 64)
 		case 52:
 			st.Status, _ = strconv.Atoi(strings.TrimSpace(tok))
 		}

@@ -60,6 +60,9 @@ type procMember struct {
 	stat proc.Stat
 	dead bool
 	exec *record.Event // an exec seen before its argv was in place (procfs_exec.go)
+	// stack is the program's stack start last read as set (procfs_exec.go):
+	// 0 until one is read after an exec.
+	stack uint64
 }
 
 func newProcTracker(opts Options) (Tracker, error) {
@@ -353,11 +356,11 @@ func (t *procTracker) zombie(st proc.Stat, ws *unix.WaitStatus, now time.Time) {
 }
 
 // observe notes a live member: a new one is a fork (and its program an
-// exec); a known one whose command name changed has exec'd.
+// exec); a known one may have exec'd since (execChanged).
 func (t *procTracker) observe(st proc.Stat, now time.Time) {
 	m, ok := t.seen[st.Ident]
 	if !ok {
-		m = &procMember{stat: st}
+		m = &procMember{stat: st, stack: st.StartStack}
 		t.seen[st.Ident] = m
 		t.byPID[st.PID] = st.Ident
 		t.count.Members++

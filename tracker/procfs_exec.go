@@ -37,16 +37,31 @@ func (t *procTracker) execSeen(m *procMember, st proc.Stat, at time.Time) {
 }
 
 // execChanged handles a walk's sighting of a known live member: a new
-// command name is a new exec (one held back is written first, as it was
-// read), an exec held back is read again.
+// program is a new exec (one held back is written first, as it was read),
+// an exec held back is read again.
 func (t *procTracker) execChanged(m *procMember, st proc.Stat, now time.Time) {
 	switch {
-	case m.stat.Comm != st.Comm:
+	case execed(m, st):
 		t.flushExec(m)
 		t.execSeen(m, st, now)
+		m.stack = st.StartStack
 	case m.exec != nil:
 		t.execSeen(m, st, m.exec.Time)
 	}
+	if st.StartStack != 0 {
+		m.stack = st.StartStack
+	}
+}
+
+// execed reports whether st runs another program than the member last
+// seen as m: its command name changed, or its stack did. The name alone
+// misses bash running bash -c, the commonest exec of a shell script; a
+// stack is drawn anew at every exec. One read as 0 (hidden from this hold,
+// or an exec caught before it set the stack up) compares with nothing:
+// after an exec caught by its name that way, the stack read next is the
+// new program's, not another exec.
+func execed(m *procMember, st proc.Stat) bool {
+	return m.stat.Comm != st.Comm || m.stack != 0 && st.StartStack != 0 && m.stack != st.StartStack
 }
 
 // flushExec writes the exec held back on m as it was read, for a member

@@ -115,3 +115,78 @@ func TestExecHeldBackIsNeverLost(t *testing.T) {
 		})
 	}
 }
+
+// A member that execs a program of the same name (bash running bash -c,
+// the commonest exec of a shell script) has that exec recorded: its
+// command name stays, its stack does not.
+func TestExecSameNameIsSeen(t *testing.T) {
+	c := startMarked(t, []string{"bash", "-c", `read x; exec bash -c "read y; true"`}, nil)
+	argvHas := func(s string) bool { return slices.Contains(readArgv(c.pid), s) }
+	waitFor(t, "bash's first argv", func() bool { return argvHas(`read x; exec bash -c "read y; true"`) })
+	first, err := proc.ReadStat(c.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, evs := execTracker()
+	tr.observe(first, time.Now())
+	if _, err := c.stdin.Write([]byte("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the exec of bash -c", func() bool { return argvHas("read y; true") })
+	second, err := proc.ReadStat(c.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Comm != first.Comm {
+		t.Fatalf("test shape: the command name changed (%q, %q)", first.Comm, second.Comm)
+	}
+	tr.observe(second, time.Now())
+	tr.observe(second, time.Now())
+	if ks := kinds(*evs); !slices.Equal(ks, []record.Kind{record.Fork, record.Exec, record.Exec}) {
+		t.Fatalf("wrote %v: want the fork, the first program, then the exec once", ks)
+	}
+	if argv := (*evs)[2].Argv; !slices.Contains(argv, "read y; true") {
+		t.Errorf("the exec's argv is %q: want the new program's", argv)
+	}
+}
+
+// A stack read as 0 (inside an exec, before the kernel set it up) is no
+// exec of its own, and does not hide the one that follows.
+func TestExecStackUnsetIsNoExec(t *testing.T) {
+	st := liveCat(t)
+	for _, c := range []struct {
+		name  string
+		steps []proc.Stat
+		want  int // execs after the first sighting's
+	}{
+		{"unset, then a new stack", []proc.Stat{withStack(st, st.Comm, 0), withStack(st, st.Comm, st.StartStack+4096)}, 1},
+		{"new name with the stack unset, then its stack", []proc.Stat{withStack(st, "other", 0), withStack(st, "other", st.StartStack+4096)}, 1},
+		{"unset, then the same stack", []proc.Stat{withStack(st, st.Comm, 0), st}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, evs := execTracker()
+			tr.observe(st, time.Now())
+			for _, s := range c.steps {
+				tr.observe(s, time.Now())
+			}
+			if n := len(*evs) - 2; n != c.want {
+				t.Errorf("wrote %v: want %d exec(s) after the first sighting", kinds(*evs), c.want)
+			}
+		})
+	}
+}
+
+func withStack(st proc.Stat, comm string, stack uint64) proc.Stat {
+	st.Comm, st.StartStack = comm, stack
+	return st
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 10s", what)
+		}
+	}
+}
