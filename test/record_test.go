@@ -252,8 +252,9 @@ func liveIdent(t *testing.T, pid int) recIdent {
 
 // The known tree. The long-lived processes execute programs whose argv[0]
 // (exec -a) names them. The exec chain runs bash -> sh -> bash, each step a
-// script named for it: procfs sees an exec only when the command name
-// changes, and only on its walks. So that what procfs sees does not depend
+// script named for it: procfs sees an exec only on its walks. The exit-4
+// child lives 0.6 s as the root's forked copy before it execs bash -c, so
+// that procfs surely sees it first under the same command name. So that what procfs sees does not depend
 // on how often it walks (a loaded host stretches its interval), every step
 // that procfs must see waits until the record shows it (the test then
 // writes the file the step waits for), and the root exits only once every
@@ -264,7 +265,7 @@ setsid bash -c 'put sess $$; exec -a recsess sleep 300' &
 ( setsid bash -c 'put daemon $$; exec -a recdaemon sleep 300' & put mid $BASHPID; slow xmid ) &
 bash -c 'trap "" TERM; put ignore $$; exec -a recignore sleep 300' &
 bash -c 'put three $$; slow x3; exit 3' &
-( bash -c 'put four $$; slow x4; exit 4' & )
+( { sleep 0.6; exec bash -c 'put four $$; slow x4; exit 4'; } & )
 slow finish
 exit 0
 `
@@ -329,8 +330,14 @@ func routeRecordTree(t *testing.T, rg rig) {
 	}
 	waitRecord(t, rec, "the daemon, forked by the subshell", func(l recLine) bool { return l.is("fork", ids["daemon"]) && l.PPID == ids["mid"].PID })
 	release("xmid")
-	for _, n := range []string{"sess", "ignore", "three", "four"} {
+	for _, n := range []string{"sess", "ignore"} {
 		waitRecord(t, rec, n, func(l recLine) bool { return l.is("fork", ids[n]) || l.is("exec", ids[n]) })
+	}
+	// The exit-3 and exit-4 children exit once released: procfs must have
+	// seen their bash -c first (a walk may have found them still the
+	// root's forked copy, with the same command name).
+	for n, arg := range map[string]string{"three": "exit 3", "four": "exit 4"} {
+		waitRecord(t, rec, "the exec of "+n, func(l recLine) bool { return l.is("exec", ids[n]) && l.argvHas(arg) })
 	}
 	release("x3")
 	release("x4")
