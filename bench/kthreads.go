@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -83,4 +84,43 @@ func kthreadUse(before, after map[string]kthreadTime, wall time.Duration) *KThre
 		}
 	}
 	return k
+}
+
+// A host just filled with thousands of processes keeps a memory monitor
+// (DAMON's kdamond, where the image runs one) busy for a minute or more
+// while it learns the new memory: the bench's own start-up, not a busy
+// host's steady state. kernelCalm waits until the kernel threads use less
+// than calmShare of a CPU over calmWindow, within limit.
+const (
+	calmShare  = 0.25
+	calmWindow = 5 * time.Second
+)
+
+// Calm is how long a row waited for the kernel threads to calm, and what
+// they used in the last window waited.
+type Calm struct {
+	WaitedS float64 `json:"waited_s"`
+	Share   float64 `json:"share"` // of one CPU, in the last window
+	Calm    bool    `json:"calm"`  // false: limit reached first
+}
+
+func kernelCalm(limit time.Duration) Calm {
+	t0 := time.Now()
+	for {
+		k0, w0 := kthreadTimes(), time.Now()
+		time.Sleep(calmWindow)
+		share := kthreadUse(k0, kthreadTimes(), time.Since(w0)).Share()
+		calm := share < calmShare
+		if calm || time.Since(t0) >= limit {
+			return Calm{WaitedS: time.Since(t0).Seconds(), Share: share, Calm: calm}
+		}
+	}
+}
+
+func (c Calm) String() string {
+	verdict := "calm"
+	if !c.Calm {
+		verdict = "not calm at the bound"
+	}
+	return fmt.Sprintf("%s s (%s: %s%% of a CPU in the last %s)", num(c.WaitedS), verdict, num(100*c.Share), calmWindow)
 }

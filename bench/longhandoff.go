@@ -65,7 +65,7 @@ func (b *bench) longHandoffSection() error {
 		return err
 	}
 	progress("long hand-off on a busy host: %d fillers with %d fds each", n, busyFDs)
-	settle(20 * time.Second)
+	settleFilled()
 	return b.longHost(n, node)
 }
 
