@@ -283,6 +283,10 @@ const watchHelperEnv = "GPU_HOLD_DEVWATCH_HELPER"
 
 func TestMain(m *testing.M) {
 	if args := os.Getenv(watchHelperEnv); args != "" {
+		// The runtime's first timer opens its poller (an epoll fd and an
+		// eventfd): done before the helper says ready, or its fd table
+		// changes under the check that follows (under TCG, often).
+		time.Sleep(time.Millisecond)
 		watchHelper(strings.Split(args, "\x1f"))
 		return
 	}
