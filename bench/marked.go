@@ -5,7 +5,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"syscall"
 	"time"
@@ -15,14 +14,14 @@ import (
 
 // scanner finds live processes carrying one marker.
 type scanner struct {
-	needle []byte
-	cache  map[hproc.Ident]bool
-	self   int
+	key, value string
+	cache      map[hproc.Ident]bool
+	self       int
 }
 
 // newScanner looks for KEY=VALUE in environments.
 func newScanner(key, value string) *scanner {
-	return &scanner{needle: []byte(key + "=" + value + "\x00"), cache: map[hproc.Ident]bool{}, self: os.Getpid()}
+	return &scanner{key: key, value: value, cache: map[hproc.Ident]bool{}, self: os.Getpid()}
 }
 
 // live returns the live (not zombie) marked processes now.
@@ -37,10 +36,10 @@ func (s *scanner) live() []hproc.Ident {
 		m, ok := s.cache[st.Ident]
 		if !ok {
 			env, err := hproc.ReadFile(st.PID, "environ")
-			if err != nil {
-				return // gone, or a kernel thread; try again next scan
+			if err != nil || len(env) == 0 {
+				return // gone, a kernel thread, or in an exec; try again next scan
 			}
-			m = bytes.Contains(append(env, 0), s.needle)
+			m = hproc.EnvHas(env, s.key, s.value)
 			s.cache[st.Ident] = m
 		}
 		if m && !st.Dead() {

@@ -5,7 +5,6 @@
 package tracker
 
 import (
-	"bytes"
 	"os/exec"
 	"sync"
 
@@ -57,7 +56,7 @@ func Resume(c Claim, sink record.Sink) (Tracker, string) {
 	}
 	t := newStaticTracker(c.IDs)
 	if c.HoldID != "" {
-		t.marker = []byte(HoldIDEnv + "=" + c.HoldID + "\x00")
+		t.holdID = c.HoldID
 		t.uid = c.UID
 	}
 	return t, SourceRecord
@@ -68,7 +67,7 @@ func Resume(c Claim, sink record.Sink) (Tracker, string) {
 type staticTracker struct {
 	mu      sync.Mutex
 	members map[proc.Ident]bool
-	marker  []byte // environment entry that marks the hold's processes (nil: none)
+	holdID  string // the hold id whose environment entry marks its processes ("": none)
 	uid     int    // the only uid a marked process may have
 }
 
@@ -116,7 +115,7 @@ func (t *staticTracker) LiveIn(s *proc.Snapshot) []proc.Stat {
 			}
 		}
 	}
-	if t.marker != nil {
+	if t.holdID != "" {
 		for pid, st := range s.ByPID {
 			if t.members[st.Ident] || st.Dead() || !t.marked(pid) {
 				continue
@@ -146,18 +145,13 @@ func (t *staticTracker) marked(pid int) bool {
 	if u := uidOf(pid); u == nil || *u != t.uid {
 		return false
 	}
-	return carries(pid, t.marker)
+	return carries(pid, t.holdID)
 }
 
 // CarriesHoldID reports whether pid's environment carries hold id's entry.
-func CarriesHoldID(pid int, holdID string) bool {
-	return carries(pid, []byte(HoldIDEnv+"="+holdID+"\x00"))
-}
+func CarriesHoldID(pid int, holdID string) bool { return carries(pid, holdID) }
 
-func carries(pid int, entry []byte) bool {
+func carries(pid int, holdID string) bool {
 	env, err := proc.ReadFile(pid, "environ")
-	if err != nil {
-		return false
-	}
-	return bytes.HasPrefix(env, entry) || bytes.Contains(env, append([]byte{0}, entry...))
+	return err == nil && proc.EnvHas(env, HoldIDEnv, holdID)
 }
