@@ -5,7 +5,6 @@
 package mark
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -38,9 +37,7 @@ func Carries(pid int, mark string) bool {
 var envBufs = sync.Pool{New: func() any { b := make([]byte, envBuf); return &b }}
 
 // carries reports whether the environment block env holds mark.
-func carries(env []byte, mark string) bool {
-	return bytes.Contains(append(append([]byte{0}, env...), 0), []byte("\x00"+Env+"="+mark+"\x00"))
-}
+func carries(env []byte, mark string) bool { return proc.EnvHas(env, Env, mark) }
 
 // Live returns the live (not zombie) processes that carry mark, but the
 // calling process. A process the walk caught in an exec is read again,
@@ -64,17 +61,16 @@ const liveBound = 2 * emptyFor
 
 // tell reads again each of the processes whose environment read empty,
 // adds to live those that now show mark, and returns those still empty.
-func tell(empty []emptyEnv, mark string, buf []byte, live map[int]proc.Stat) []emptyEnv {
-	var still []emptyEnv
-	for _, e := range empty {
-		id := e.id
+func tell(empty []proc.Ident, mark string, buf []byte, live map[int]proc.Stat) []proc.Ident {
+	var still []proc.Ident
+	for _, id := range empty {
 		st, ok := proc.LiveStat(id)
 		if !ok {
 			continue
 		}
 		switch env := readEnv(id.PID, buf); {
 		case len(env) == 0:
-			still = append(still, emptyEnv{id, env != nil && envUnset(id.PID)})
+			still = append(still, id)
 		case carries(env, mark):
 			live[id.PID] = st
 		}
@@ -85,21 +81,14 @@ func tell(empty []emptyEnv, mark string, buf []byte, live map[int]proc.Stat) []e
 // pfKthread is the kernel's task flag of a kernel thread.
 const pfKthread = 0x00200000
 
-// emptyEnv is a live process whose environment read empty: unset when
-// its memory has no environment set up yet (see envUnset).
-type emptyEnv struct {
-	id    proc.Ident
-	unset bool
-}
-
 // look returns what Live does, and the live processes whose environment
 // read empty. A process in an execve shows none from the switch to its new
 // memory until the exec has written all of it, and a read opened on the
 // old memory reads nothing once that is gone: such a process cannot be
 // told yet.
-func look(mark string) (map[int]proc.Stat, []emptyEnv) {
+func look(mark string) (map[int]proc.Stat, []proc.Ident) {
 	out := make(map[int]proc.Stat)
-	var empty []emptyEnv
+	var empty []proc.Ident
 	self := os.Getpid()
 	buf := envBufs.Get().(*[]byte)
 	defer envBufs.Put(buf)
@@ -109,7 +98,7 @@ func look(mark string) (map[int]proc.Stat, []emptyEnv) {
 		}
 		switch env := readEnv(st.PID, *buf); {
 		case len(env) == 0:
-			empty = append(empty, emptyEnv{st.Ident, env != nil && envUnset(st.PID)})
+			empty = append(empty, st.Ident)
 		case carries(env, mark):
 			out[st.PID] = st
 		}
@@ -137,8 +126,7 @@ func readEnv(pid int, buf []byte) []byte {
 }
 
 // readOnce reads path in one read into buf; one larger than buf is read
-// whole, in pieces. It returns nil when path cannot be opened, and an
-// empty slice when it reads empty.
+// whole, in pieces.
 func readOnce(path string, buf []byte) []byte {
 	f, err := os.Open(path)
 	if err != nil {
@@ -150,24 +138,7 @@ func readOnce(path string, buf []byte) []byte {
 		b, _ := os.ReadFile(path)
 		return b
 	}
-	return buf[:max(n, 0)]
-}
-
-// envUnset reports whether pid's memory has no environment set up yet
-// (/proc/PID/stat field 51, env_end, is 0): an exec between the switch to
-// its new memory and the writing of its arguments. On a loaded host that
-// can last longer than emptyFor. The field reads 0 too for a reader the
-// kernel hides it from, so callers ask only of an environment they could
-// open.
-func envUnset(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 {
-		// Field 3 follows the ')': field 51 is the 49th after it.
-		if f := bytes.Fields(b[i+1:]); len(f) >= 49 {
-			return string(f[48]) == "0"
-		}
-	}
-	return false
+	return buf[:n]
 }
 
 // emptyFor is how long a process's environment must read empty before
@@ -199,21 +170,20 @@ func Kill(mark string) {
 const killBound = 10 * time.Second
 
 // inExec reports whether any of the processes whose environment read
-// empty has read so, look after look, for less than emptyFor, or has none
-// set up yet.
-func inExec(empty []emptyEnv) bool {
+// empty has read so, look after look, for less than emptyFor.
+func inExec(empty []proc.Ident) bool {
 	noEnv.Lock()
 	defer noEnv.Unlock()
 	now := time.Now()
 	since := make(map[proc.Ident]time.Time, len(empty))
 	pending := false
-	for _, e := range empty {
-		t, ok := noEnv.since[e.id]
+	for _, id := range empty {
+		t, ok := noEnv.since[id]
 		if !ok {
 			t = now
 		}
-		since[e.id] = t
-		pending = pending || e.unset || now.Sub(t) < emptyFor
+		since[id] = t
+		pending = pending || now.Sub(t) < emptyFor
 	}
 	noEnv.since = since // one that read otherwise starts again
 	return pending
