@@ -14,7 +14,7 @@ func TestKthreadTimesFindsKernelThreads(t *testing.T) {
 		if os.Getenv("CI") != "" {
 			t.Fatal("no kernel threads read from /proc/2/task/2/children: CI's kernels have CONFIG_PROC_CHILDREN, so the count is broken")
 		}
-		t.Skip("skipped: /proc/2/task/2/children is missing here (the kernel lacks CONFIG_PROC_CHILDREN)")
+		t.Skip("skipped because /proc/2/task/2/children is missing here: the kernel lacks CONFIG_PROC_CHILDREN")
 	}
 	sum := 0.0
 	for pid, kt := range ts {

@@ -254,11 +254,12 @@ func liveIdent(t *testing.T, pid int) recIdent {
 // (exec -a) names them. The exec chain runs bash -> sh -> bash, each step a
 // script named for it: procfs sees an exec only on its walks. The exit-4
 // child lives 0.6 s as the root's forked copy before it execs bash -c, so
-// that procfs surely sees it first under the same command name. So that what procfs sees does not depend
-// on how often it walks (a loaded host stretches its interval), every step
-// that procfs must see waits until the record shows it (the test then
-// writes the file the step waits for), and the root exits only once every
-// short-lived process's exit is in the record.
+// that procfs surely sees it first under the same command name. So that
+// what procfs sees does not depend on how often it walks (a loaded host
+// stretches its interval), every step that procfs must see waits until
+// the record shows it (the test then writes the file the step waits for),
+// and the root exits only once every short-lived process's exit is in the
+// record.
 const recTreeScript = `put root $$
 bash "$GH_T/recchainone.sh" &
 setsid bash -c 'put sess $$; exec -a recsess sleep 300' &

@@ -145,13 +145,11 @@ func (t *staticTracker) marked(pid int) bool {
 	if u := uidOf(pid); u == nil || *u != t.uid {
 		return false
 	}
-	return carries(pid, t.holdID)
+	return CarriesHoldID(pid, t.holdID)
 }
 
 // CarriesHoldID reports whether pid's environment carries hold id's entry.
-func CarriesHoldID(pid int, holdID string) bool { return carries(pid, holdID) }
-
-func carries(pid int, holdID string) bool {
+func CarriesHoldID(pid int, holdID string) bool {
 	env, err := proc.ReadFile(pid, "environ")
 	return err == nil && proc.EnvHas(env, HoldIDEnv, holdID)
 }
