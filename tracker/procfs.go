@@ -373,10 +373,11 @@ func (t *procTracker) observe(st proc.Stat, now time.Time) {
 		// The fork's time is the process's own start time (to the tick),
 		// not when this walk happened to notice it.
 		t.emit(record.Event{Kind: record.Fork, Time: st.Ident.Started(t.bootToWall), Ident: st.Ident, PPID: ppid, PGID: st.PGID, SID: st.SID, UID: uidOf(st.PID)})
-		t.execSeen(m, st, st.Ident.Started(t.bootToWall)) // its program, as far as procfs can tell, since birth
+		t.execSeen(m, &st, st.Ident.Started(t.bootToWall)) // its program, as far as procfs can tell, since birth
+		m.stat = st
 		return
 	}
-	t.execChanged(m, st, now)
+	t.execChanged(m, &st, now)
 	if m.stat.PGID != st.PGID || m.stat.SID != st.SID || m.stat.PPID != st.PPID {
 		t.emit(record.Event{Kind: record.Regroup, Time: now, Ident: st.Ident, PPID: st.PPID, PGID: st.PGID, SID: st.SID})
 	}

@@ -4,6 +4,7 @@
 package tracker
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -19,6 +20,14 @@ func midExec(t *testing.T) (done func()) {
 	readArgv = func(int) []string { return nil }
 	t.Cleanup(func() { readArgv = real })
 	return func() { readArgv = real }
+}
+
+// madeUpStats keeps the test's made-up stats from being checked against
+// the real process's after its program is read (readProgram).
+func madeUpStats(t *testing.T) {
+	real := statAgain
+	statAgain = func(int) (proc.Stat, error) { return proc.Stat{}, proc.ErrGone }
+	t.Cleanup(func() { statAgain = real })
 }
 
 // execTracker is a procfs tracker whose events go to the returned list.
@@ -106,6 +115,7 @@ func TestExecHeldBackIsNeverLost(t *testing.T) {
 			[]record.Kind{record.Fork, record.Exec}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			madeUpStats(t)
 			st := liveCat(t)
 			tr, evs := execTracker()
 			done := midExec(t)
@@ -156,6 +166,7 @@ func TestExecSameNameIsSeen(t *testing.T) {
 // A stack read as 0 (inside an exec, before the kernel set it up) is no
 // exec of its own, and does not hide the one that follows.
 func TestExecStackUnsetIsNoExec(t *testing.T) {
+	madeUpStats(t)
 	st := liveCat(t)
 	for _, c := range []struct {
 		name  string
@@ -176,6 +187,45 @@ func TestExecStackUnsetIsNoExec(t *testing.T) {
 				t.Errorf("wrote %v: want %d exec(s) after the first sighting", kinds(*evs), c.want)
 			}
 		})
+	}
+}
+
+// An exec that ends between the reads of a member's argv and of its exe
+// (its argv still the old program's, its exe already the new one) is read
+// again: the record never pairs one program's arguments with another's file.
+func TestExecBetweenReadsIsReadAgain(t *testing.T) {
+	c := startMarked(t, []string{"bash", "-c", "read x; exec cat"}, nil)
+	waitFor(t, "bash's argv", func() bool { return slices.Contains(readArgv(c.pid), "read x; exec cat") })
+	first, err := proc.ReadStat(c.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := readArgv
+	t.Cleanup(func() { readArgv = real })
+	readArgv = func(pid int) []string {
+		argv := real(pid)
+		readArgv = real
+		if _, err := c.stdin.Write([]byte("x\n")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the exec of cat", func() bool { return slices.Equal(real(pid), []string{"cat"}) })
+		return argv // bash's, read before the exec
+	}
+	tr, evs := execTracker()
+	tr.observe(first, time.Now())
+	if ks := kinds(*evs); !slices.Equal(ks, []record.Kind{record.Fork, record.Exec}) {
+		t.Fatalf("wrote %v: want the fork and one exec", ks)
+	}
+	if ex := (*evs)[1]; filepath.Base(ex.Filename) != "cat" || !slices.Equal(ex.Argv, []string{"cat"}) {
+		t.Fatalf("exec written as %q %q: want cat's file with cat's argv", ex.Filename, ex.Argv)
+	}
+	now, err := proc.ReadStat(c.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.observe(now, time.Now())
+	if n := len(*evs); n != 2 {
+		t.Errorf("the next walk wrote %v: cat's exec was written already", kinds(*evs))
 	}
 }
 
