@@ -34,12 +34,12 @@ type MapMem struct {
 type FootprintMode struct {
 	Backend      string   `json:"backend"`
 	Processes    int      `json:"processes"`
-	HoldingHWMMB float64  `json:"holding_vmhwm_mb"` // peak RSS up to the moment the lineage was complete
-	HoldingCPUS  float64  `json:"holding_cpu_s"`    // user+sys up to then
-	IdleCPUPct   float64  `json:"idle_cpu_pct"`     // user+sys per wall second while holding, nothing happening
+	HoldingHWMMB Num      `json:"holding_vmhwm_mb"` // peak RSS up to the moment the lineage was complete
+	HoldingCPUS  Num      `json:"holding_cpu_s"`    // user+sys up to then
+	IdleCPUPct   Num      `json:"idle_cpu_pct"`     // user+sys per wall second while holding, nothing happening
 	PeakRSSMB    float64  `json:"peak_rss_mb"`      // the hold's own maxrss (record usage), teardown included
 	TotalCPUS    float64  `json:"total_cpu_s"`      // the hold's own user+sys (record usage), teardown included
-	TeardownMS   float64  `json:"teardown_ms"`      // the "hold ended" line's teardown (TERM, cooperative)
+	TeardownMS   Num      `json:"teardown_ms"`      // the "hold ended" line's teardown (TERM, cooperative)
 	Maps         []MapMem `json:"maps,omitempty"`
 	MapsKB       uint64   `json:"maps_memlock_kb"`
 	MapsSource   string   `json:"maps_source,omitempty"`
@@ -68,16 +68,16 @@ func (b *bench) footprintSection() error {
 		pid := p.cmd.Process.Pid
 		time.Sleep(time.Second) // let a polling tracker find every member
 		fm := FootprintMode{Backend: be, Processes: n}
-		fm.HoldingHWMMB = statusKB(pid, "VmHWM") / 1024
+		fm.HoldingHWMMB = Num(statusKB(pid, "VmHWM") / 1024)
 		cpu0 := cpuSeconds(pid)
-		fm.HoldingCPUS = cpu0
+		fm.HoldingCPUS = Num(cpu0)
 		t0 := time.Now()
 		fm.Maps, fm.MapsSource = bpfMaps(pid)
 		for _, m := range fm.Maps {
 			fm.MapsKB += m.MemlockKB
 		}
 		time.Sleep(window)
-		fm.IdleCPUPct = 100 * (cpuSeconds(pid) - cpu0) / time.Since(t0).Seconds()
+		fm.IdleCPUPct = Num(100 * (cpuSeconds(pid) - cpu0) / time.Since(t0).Seconds())
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		if err := p.wait(10 * time.Minute); err != nil {
 			return err
@@ -90,7 +90,7 @@ func (b *bench) footprintSection() error {
 			fm.TotalCPUS = rd.Hold.cpuMS() / 1000
 		}
 		p.waitLine("hold ended", 5*time.Second)
-		fm.TeardownMS = p.field("hold ended", "teardown")
+		fm.TeardownMS = Num(p.field("hold ended", "teardown_ms"))
 		if left := killAll(newScanner(runEnv, run), 30*time.Second); left > 0 {
 			return fmt.Errorf("footprint hold (%s) left %d marked processes alive", be, left)
 		}

@@ -33,11 +33,11 @@ type GuardCost struct {
 	Processes   int     `json:"processes"`
 	PeriodS     float64 `json:"period_s"`
 	WindowS     float64 `json:"window_s"`
-	CPUS        float64 `json:"cpu_s"`          // the guard's user+sys over the window
-	CPUPerHourS float64 `json:"cpu_s_per_hour"` // extrapolated
-	CorePct     float64 `json:"core_pct"`
-	Scans       float64 `json:"scans"`        // scans the guard made in all (its metrics)
-	LastScanMS  float64 `json:"last_scan_ms"` // how long its last scan took
+	CPUS        Num     `json:"cpu_s"`          // the guard's user+sys over the window
+	CPUPerHourS Num     `json:"cpu_s_per_hour"` // extrapolated
+	CorePct     Num     `json:"core_pct"`
+	Scans       Num     `json:"scans"`        // scans the guard made in all (its metrics)
+	LastScanMS  Num     `json:"last_scan_ms"` // how long its last scan took
 }
 
 // guardOpenRate is the busy host's opens per second.
@@ -111,7 +111,7 @@ func (b *bench) guardCost(qdir, node, mode string, rate int, window time.Duratio
 	cpu := c1 - c0
 	scans, last := guardScans(mdir)
 	return GuardCost{Mode: mode, OpensPerSec: rate, Opened: opened, Processes: countProcs(), PeriodS: period.Seconds(), WindowS: el.Seconds(),
-		CPUS: cpu, CPUPerHourS: cpu / el.Seconds() * 3600, CorePct: 100 * cpu / el.Seconds(), Scans: scans, LastScanMS: last * 1000}, nil
+		CPUS: Num(cpu), CPUPerHourS: Num(cpu / el.Seconds() * 3600), CorePct: Num(100 * cpu / el.Seconds()), Scans: Num(scans), LastScanMS: Num(last * 1000)}, nil
 }
 
 // guardScans reads the guard's scan count and last scan's duration (s)

@@ -147,9 +147,12 @@ func main() {
 	}
 	code := b.run()
 	if *out != "" {
-		data, _ := json.MarshalIndent(b.res, "", "  ")
-		if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: cannot write %s: %v\n", *out, err)
+		data, err := json.MarshalIndent(b.res, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*out, append(data, '\n'), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: cannot write %s: %v (the tables on stdout are this run's)\n", *out, err)
 			code = 1
 		}
 	}
