@@ -47,9 +47,6 @@ func (b *bench) startAll(argv []string, n int) (time.Duration, error) {
 			last = c.exitAt
 		}
 	}
-	if last.IsZero() {
-		return 0, fmt.Errorf("none of %d %s ran", n, argv[0])
-	}
 	return last.Sub(t0), nil
 }
 
