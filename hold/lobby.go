@@ -40,15 +40,17 @@ func (h *holdRun) toLobby(ctx context.Context, w queue.Waiter, sigc chan os.Sign
 
 // lobbyFor says whether this hold may wait in the lobby: a waiter of the
 // directory queue, with nothing to draw, no yield, an allowance long
-// enough, more than lobbyWithin tickets ahead and the lobby installed
-// beside this executable (self), at path.
+// enough, more than lobbyWithin tickets in the queue when it enqueued and
+// the lobby installed beside this executable (self), at path. Whether
+// they are still ahead is stillFar's first look: a look here as well
+// would read every ticket ahead twice while a sweep queues.
 func (h *holdRun) lobbyFor(w queue.Waiter) (hw queue.Handable, self, path string, ok bool) {
 	o := &h.o
 	hw, ok = w.(queue.Handable)
 	if !ok || o.Resume != nil || o.Status != nil || o.Yield || o.Wait > 0 && o.Wait < 2*lobbyAfter {
 		return nil, "", "", false
 	}
-	if near, err := hw.AheadAtMost(lobbyWithin); err != nil || near {
+	if hw.EnqueuedWithin(lobbyWithin) {
 		return nil, "", "", false
 	}
 	self, err := lobby.Self()

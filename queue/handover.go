@@ -25,10 +25,11 @@ type Handover struct {
 // exec of its owner.
 type Handable interface {
 	Waiter
-	// AheadAtMost reports whether at most n live waiting tickets are
-	// ahead of ours now; it reads the queue only when the tickets there at
-	// the enqueue were more than n.
-	AheadAtMost(n int) (bool, error)
+	// EnqueuedWithin reports whether at most n tickets were in the queue
+	// when ours was taken, so that at most n can be ahead of it now. It
+	// reads nothing: false (more, or an adopted ticket) says only that
+	// WaitAhead must look.
+	EnqueuedWithin(n int) bool
 	// Handover lets the ticket's lock fd survive an exec; Keep undoes it
 	// when the exec failed.
 	Handover() (Handover, error)
@@ -94,18 +95,8 @@ func (q *dirQueue) adopt(h Handover) (*waiter, error) {
 	return &waiter{q: q, e: e, fd: h.FD, below: -1}, nil
 }
 
-// AheadAtMost: see Handable.
-func (w *waiter) AheadAtMost(n int) (bool, error) {
-	if w.below >= 0 && w.below <= n {
-		return true, nil
-	}
-	snap, err := w.q.scanFor(w.scanSeq())
-	if err != nil {
-		return false, err
-	}
-	ahead, _ := w.place(snap)
-	return len(ahead) <= n, nil
-}
+// EnqueuedWithin: see Handable.
+func (w *waiter) EnqueuedWithin(n int) bool { return w.below >= 0 && w.below <= n }
 
 // Handover clears close-on-exec on the ticket's lock fd.
 func (w *waiter) Handover() (Handover, error) {
@@ -133,6 +124,11 @@ func (w *waiter) Keep() {
 func (w *waiter) WaitAhead(ctx context.Context, n int) error {
 	if w.e.Yield {
 		return errors.New("a yielding ticket has no fixed place to wait for")
+	}
+	if n < 0 {
+		// Its looks do not see the holder: at the head they would take
+		// the token.
+		return fmt.Errorf("cannot wait for fewer than no tickets ahead (%d)", n)
 	}
 	l, err := w.watchLoop(ctx, nil, w.e.Created)
 	if err != nil {

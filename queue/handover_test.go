@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,11 +63,11 @@ func TestAdoptKeepsPlace(t *testing.T) {
 	if adopted.Ticket().Seq != w2.Ticket().Seq || !closeOnExec(t, h.FD) {
 		t.Fatalf("adopted ticket %d (want %d), close-on-exec %v (want set again)", adopted.Ticket().Seq, w2.Ticket().Seq, closeOnExec(t, h.FD))
 	}
-	if near, err := adopted.AheadAtMost(0); err != nil || near {
-		t.Fatalf("adopted ticket: at most 0 ahead %v (%v), want false (w1 is ahead)", near, err)
+	if adopted.EnqueuedWithin(1) {
+		t.Fatal("adopted ticket: enqueued within 1 ticket, want false (its image did not count them)")
 	}
-	if near, err := adopted.AheadAtMost(1); err != nil || !near {
-		t.Fatalf("adopted ticket: at most 1 ahead %v (%v), want true", near, err)
+	if err := adopted.WaitAhead(ctxT(t, 10*time.Second), 1); err != nil {
+		t.Fatalf("adopted ticket: waiting until at most 1 ahead (w1 is): %v", err)
 	}
 	a.Release()
 	g1, err := w1.Wait(ctxT(t, 10*time.Second), nil)
@@ -196,29 +197,99 @@ func TestWaitAheadLeavesTicketWhenItEnds(t *testing.T) {
 	}
 }
 
-// AheadAtMost counts the live tickets ahead: the tickets present at the
-// enqueue bound them (no scan when they were few enough), the queue's
-// scan counts them when they were more.
-func TestAheadAtMost(t *testing.T) {
+// EnqueuedWithin counts the tickets present at the enqueue, whatever
+// happens to them after: the holder's and each waiter's ahead.
+func TestEnqueuedWithin(t *testing.T) {
 	q := openQ(t, t.TempDir(), "gpu")
 	a := take(t, q, "a")
 	defer a.Release()
 	w1 := enqueueH(t, q, "w1")
-	if near, err := w1.AheadAtMost(0); err != nil || !near {
-		t.Fatalf("behind the holder alone: at most 0 ahead %v (%v), want true", near, err)
+	defer w1.Cancel()
+	if !w1.EnqueuedWithin(1) || w1.EnqueuedWithin(0) {
+		t.Fatalf("behind the holder alone: within 1 %v, within 0 %v; want true, false", w1.EnqueuedWithin(1), w1.EnqueuedWithin(0))
 	}
 	w2 := enqueueH(t, q, "w2")
-	w3 := enqueueH(t, q, "w3")
-	defer w3.Cancel()
-	if near, err := w3.AheadAtMost(1); err != nil || near {
-		t.Fatalf("with w1 and w2 ahead: at most 1 ahead %v (%v), want false", near, err)
-	}
-	w2.Cancel()
-	if near, err := w3.AheadAtMost(1); err != nil || !near {
-		t.Fatalf("with w1 ahead alone: at most 1 ahead %v (%v), want true", near, err)
-	}
+	defer w2.Cancel()
 	w1.Cancel()
-	if near, err := w3.AheadAtMost(0); err != nil || !near {
-		t.Fatalf("with none ahead: at most 0 ahead %v (%v), want true", near, err)
+	if w2.EnqueuedWithin(1) || !w2.EnqueuedWithin(2) {
+		t.Fatalf("enqueued behind the holder and w1: within 1 %v, within 2 %v; want false, true (w1 left since, WaitAhead looks)", w2.EnqueuedWithin(1), w2.EnqueuedWithin(2))
+	}
+}
+
+// WaitAhead never takes the token: at the head of a free queue it returns
+// at once, and a wait for fewer than no tickets ahead (which no look could
+// end but a grant) is refused.
+func TestWaitAheadNeverTakesTheToken(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	w := enqueueH(t, q, "w")
+	defer w.Cancel()
+	if err := w.WaitAhead(ctxT(t, 10*time.Second), 0); err != nil {
+		t.Fatalf("WaitAhead(0) at the head of a free queue: %v", err)
+	}
+	if err := w.WaitAhead(ctxT(t, time.Second), -1); err == nil {
+		t.Fatal("WaitAhead(-1) was not refused")
+	}
+	st, err := q.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Holder != nil || len(st.Waiters) != 1 || st.Waiters[0].Seq != w.Ticket().Seq {
+		t.Fatalf("after WaitAhead: holder %v, waiters %v; want no holder and our ticket waiting", st.Holder, st.Waiters)
+	}
+}
+
+// WaitAhead's look reads the nearest tickets ahead until it has counted
+// within+1, passing over a dead waiter's and a yielding one's: never the
+// far end of the queue, nor the holder's.
+func TestWaitAheadReadsOnlyTheNearest(t *testing.T) {
+	dir := t.TempDir()
+	q := openQ(t, dir, "gpu")
+	a := take(t, q, "a")
+	defer a.Release()
+	// Not a ticket, at the far end: a look that reads it warns.
+	planted := filepath.Join(q.path, ticketName(a.Ticket().Seq+1))
+	if err := os.WriteFile(planted, []byte("planted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	far := enqueueH(t, q, "far")
+	defer far.Cancel()
+	next := enqueueH(t, q, "next")
+	defer next.Cancel()
+	h := startHelper(t, "enqueue", dir, "gpu", helperOpts{label: "dead"})
+	dead := h.seq("ticket")
+	h.kill()
+	y, err := q.Enqueue(Ticket{Label: "yields", Yield: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Cancel()
+	near := enqueueH(t, q, "near")
+	defer near.Cancel()
+	me := enqueueH(t, q, "me")
+	defer me.Cancel()
+
+	s, err := q.dirQueue.scanAhead(me.Ticket().Seq, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []uint64
+	for _, e := range s.tickets {
+		read = append(read, e.Seq)
+	}
+	want := []uint64{next.Ticket().Seq, dead, y.Ticket().Seq, near.Ticket().Seq}
+	if !slices.Equal(read, want) {
+		t.Fatalf("read tickets %v, want %v (next, the dead one, the yielding one, near)", read, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := me.WaitAhead(ctx, 2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitAhead(2) with far, next and near ahead: %v, want it to wait", err)
+	}
+	if w := q.warnings("not a ticket"); len(w) > 0 {
+		t.Fatalf("WaitAhead read the far end of the queue: %v", w)
+	}
+	far.Cancel()
+	if err := me.WaitAhead(ctxT(t, 10*time.Second), 2); err != nil {
+		t.Fatalf("WaitAhead(2) with next and near ahead: %v", err)
 	}
 }

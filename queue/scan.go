@@ -285,16 +285,15 @@ func (q *dirQueue) readMarker(name string, seq uint64) (markerFile, bool) {
 	return m, true
 }
 
-// position is what the waiter with ticket seq sees: the live waiting
-// tickets ahead of it (by seq) and the holder.
-func (s *snapshot) position(q *dirQueue, seq uint64) (ahead []entry, holder *entry) {
+// waitingAhead lists the live waiting tickets ahead of ticket seq, by seq.
+func (s *snapshot) waitingAhead(seq uint64) (ahead []entry) {
 	for i := range s.tickets {
 		e := &s.tickets[i]
 		if e.live && !e.granted() && e.Seq < seq {
 			ahead = append(ahead, *e)
 		}
 	}
-	return ahead, s.holder(q)
+	return ahead
 }
 
 // holder is the live ticket that took the token: its process holds the

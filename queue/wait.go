@@ -163,16 +163,12 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 		w.drop()
 		return nil, nil, ErrRemoved
 	}
-	snap, err := w.q.scanFor(w.scanSeq())
+	snap, err := l.scan()
 	if err != nil {
 		l.cancel()
 		return nil, nil, err
 	}
-	ahead, h := w.place(snap)
-	if h != nil {
-		t := h.Ticket
-		holder = &t
-	}
+	ahead, holder = l.place(snap)
 	if l.ctx.Err() != nil {
 		if l.placeOnly {
 			return nil, nil, l.ctx.Err()
@@ -188,6 +184,30 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 		l.reported, l.last = true, pos
 	}
 	return ahead, holder, nil
+}
+
+// scan reads what a look needs: for WaitAhead the nearest within+1
+// tickets that count ahead of ours (its mover among them), else the queue.
+func (l *waitLoop) scan() (*snapshot, error) {
+	if l.placeOnly {
+		return l.w.q.scanAhead(l.w.e.Seq, l.within+1)
+	}
+	return l.w.q.scanFor(l.w.scanSeq())
+}
+
+// place is our place in snap. WaitAhead watches nothing but the tickets
+// ahead, so it does not look for the holder: a read of the host's lock
+// table per look, while a sweep queues.
+func (l *waitLoop) place(snap *snapshot) (ahead []entry, holder *Ticket) {
+	if l.placeOnly {
+		return l.w.mustPass(snap), nil
+	}
+	ahead, h := l.w.place(snap)
+	if h != nil {
+		t := h.Ticket
+		holder = &t
+	}
+	return ahead, holder
 }
 
 // mover is the index in ahead of the ticket whose going moves a quiet

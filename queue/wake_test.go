@@ -151,7 +151,7 @@ func TestScanForSeesATicketBehindTakeTheToken(t *testing.T) {
 	if !s.tickets[1].unprobed || !s.tickets[1].live {
 		t.Errorf("second scan: b %+v, want it from the first reading (unprobed, counted live)", s.tickets[1])
 	}
-	if _, h := s.position(q.dirQueue, a.e.Seq); h != nil {
+	if h := s.holder(q.dirQueue); h != nil {
 		t.Fatalf("holder %+v before anyone took the token", h)
 	}
 
@@ -177,7 +177,7 @@ func TestScanForSeesATicketBehindTakeTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, h := s.position(q.dirQueue, a.e.Seq); h == nil || h.Seq != b.e.Seq {
+	if h := s.holder(q.dirQueue); h == nil || h.Seq != b.e.Seq {
 		t.Fatalf("after b's ticket was granted, holder %+v, want b (ticket %d)", h, b.e.Seq)
 	}
 	full, _ := q.scan()

@@ -35,15 +35,20 @@ func (s *snapshot) realWaiting(me uint64) []entry {
 	return out
 }
 
-// place is what the waiter must let go first, and the holder. A waiter
-// that does not yield passes over the yielding tickets ahead of it; a
-// yielding one waits, besides the tickets ahead of it, for every ticket
-// that does not yield, wherever it is in the queue, and, on a pool's
-// device, for the pool's waiting tickets (any of them may need it).
+// place is what the waiter must let go first (mustPass), and the holder.
 func (w *waiter) place(s *snapshot) (ahead []entry, holder *entry) {
-	ahead, holder = s.position(w.q, w.e.Seq)
+	return w.mustPass(s), s.holder(w.q)
+}
+
+// mustPass is what the waiter must let go first. A waiter that does not
+// yield passes over the yielding tickets ahead of it; a yielding one
+// waits, besides the tickets ahead of it, for every ticket that does not
+// yield, wherever it is in the queue, and, on a pool's device, for the
+// pool's waiting tickets (any of them may need it).
+func (w *waiter) mustPass(s *snapshot) []entry {
+	ahead := s.waitingAhead(w.e.Seq)
 	if w.e.Yield {
-		return append(append(ahead, s.realWaiting(w.e.Seq)...), w.q.poolWaiting()...), holder
+		return append(append(ahead, s.realWaiting(w.e.Seq)...), w.q.poolWaiting()...)
 	}
 	kept := ahead[:0]
 	for _, e := range ahead {
@@ -51,7 +56,7 @@ func (w *waiter) place(s *snapshot) (ahead []entry, holder *entry) {
 			kept = append(kept, e)
 		}
 	}
-	return kept, holder
+	return kept
 }
 
 // scanSeq is the ticket scanFor reads the queue for. A yielding waiter
