@@ -53,6 +53,9 @@ func drawHostSize(r results, path string) (bool, error) {
 	}
 	lines := map[string]plotter.XYs{}
 	for _, row := range r.Busy.Rows {
+		if row.Again {
+			continue // a line drawn back to 0 would read as a host shrinking
+		}
 		for be, d := range row.HoldMS {
 			lines["gpu-hold "+be+" -- true"] = append(lines["gpu-hold "+be+" -- true"], plotter.XY{X: float64(row.Processes), Y: d.Median})
 		}

@@ -24,6 +24,7 @@ type results struct {
 			Processes int             `json:"processes"`
 			HoldMS    map[string]dist `json:"hold_ms"`
 			CheckMS   map[string]dist `json:"check_ms"`
+			Again     bool            `json:"again"` // the idle host measured again, last
 		} `json:"rows"`
 	} `json:"busy"`
 	Handoff *struct {
