@@ -140,7 +140,9 @@ func (q *dirQueue) publish(name string, b []byte, noReplace bool) (int, unix.Sta
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	tmp := fmt.Sprintf("%s%d.%s", tmpPrefix, os.Getpid(), hex.EncodeToString(rnd[:]))
-	fd, err := q.createExcl(tmp, 0o644)
+	// Made unreadable to others until it is locked: anyone who can open
+	// it could take a shared lock first and make ours fail.
+	fd, err := q.createExcl(tmp, 0o600)
 	if err != nil {
 		return -1, st, q.accessErr("create a file in", q.path, err)
 	}
@@ -151,6 +153,9 @@ func (q *dirQueue) publish(name string, b []byte, noReplace bool) (int, unix.Sta
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return fail(fmt.Errorf("cannot lock %s/%s: %v (the queue needs flock(2) on this filesystem)", q.path, tmp, err))
+	}
+	if err := unix.Fchmod(fd, 0o644); err != nil {
+		return fail(fmt.Errorf("cannot make %s/%s readable: %v", q.path, tmp, err))
 	}
 	if err := writeAll(fd, b); err != nil {
 		return fail(fmt.Errorf("cannot write %s/%s: %v", q.path, tmp, err))

@@ -50,8 +50,11 @@ func helperMain(mode string) int {
 		return 1
 	}
 	label := os.Getenv("QH_LABEL")
-	if mode == "pool" {
+	switch mode {
+	case "pool":
 		return poolHelper(say, label)
+	case "snipe":
+		return snipeHelper(say, filepath.Join(os.Getenv("QH_DIR"), os.Getenv("QH_RES")))
 	}
 	switch mode {
 	case "cancel":

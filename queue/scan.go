@@ -54,7 +54,7 @@ type entry struct {
 	name     string
 	dev, ino uint64
 	ctime    unix.Timespec // of the file read: with dev and ino, its identity
-	live     bool          // its owner holds its lock: the owning process is alive
+	live     bool          // its lock is held and its holder alive (checkLock)
 	// unprobed: a waiting ticket behind the scanning waiter, known from an
 	// earlier read of the same file; its lock was not probed, and live is
 	// assumed (so the cleanup leaves it alone).
@@ -261,6 +261,11 @@ func (q *dirQueue) readTicket(name string, seq uint64) (entry, bool) {
 		q.warnf(fmt.Sprintf("flock@%d", st.Ino), "cannot probe the lock of %s (%v); counting it as alive", path, err)
 	}
 	e.live = live
+	if live {
+		if why, ok := q.checkLock(&e); !ok {
+			return bad(why)
+		}
+	}
 	return e, true
 }
 

@@ -1,0 +1,45 @@
+// liveness.go owns what makes a locked ticket live: its lock held for a
+// live holder of the ticket's own user. Any user who can read a ticket can
+// flock it, so the lock alone would let a stranger keep a dead holder's
+// ticket "alive" (its lineage never reaped, its successor started beside
+// it) or pass a forged ticket off as the hold of another user's process.
+package queue
+
+import (
+	"fmt"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// holderLive reports whether e's holder (pid and start time) still runs;
+// forged says why e cannot be believed when that process runs as another
+// user than the ticket's.
+func holderLive(e *entry) (alive bool, forged string) {
+	st, ok := proc.LiveStat(e.Holder)
+	if !ok {
+		return false, ""
+	}
+	uid := proc.UID(st.PID)
+	switch {
+	case uid < 0:
+		return false, "" // gone since its stat was read
+	case uid != e.UID:
+		return true, fmt.Sprintf("it names process %d (of uid %d) as its holder, not a process of its own uid %d (forged?)", st.PID, uid, e.UID)
+	}
+	return true, ""
+}
+
+// checkLock settles e.live for a ticket whose lock is held: false when its
+// holder is gone, whoever holds the lock now (reported once). ok is false
+// when the ticket is forged (why says how).
+func (q *dirQueue) checkLock(e *entry) (why string, ok bool) {
+	alive, forged := holderLive(e)
+	if forged != "" {
+		return forged, false
+	}
+	if !alive {
+		q.warnf(fmt.Sprintf("stranger-lock@%d", e.ino), "ticket %s/%s (uid %d) is locked, but its holder %v is gone: a process that is not its holder holds its lock; its holder counts as dead", q.path, e.name, e.UID, e.Holder)
+		e.live = false
+	}
+	return "", true
+}

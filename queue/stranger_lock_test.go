@@ -1,0 +1,136 @@
+// stranger_lock_test.go owns the tests of a ticket's lock held by a
+// process that is not its holder: a dead holder's ticket kept locked by a
+// stranger is still a dead holder, a dead waiter's is still skipped, and a
+// forged ticket naming another user's live holder is no holder.
+package queue
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// strangerLock takes LOCK_EX on ticket seq's file through an fd of its
+// own, as soon as the owner's lock lets it; the returned channel is
+// closed once it has it.
+func strangerLock(t *testing.T, q *testQueue, seq uint64) <-chan struct{} {
+	f, err := os.Open(filepath.Join(q.path, ticketName(seq)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	got := make(chan struct{})
+	go func() {
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX) == nil {
+			close(got)
+		}
+	}()
+	return got
+}
+
+func waitLocked(t *testing.T, got <-chan struct{}) {
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stranger never got the dead ticket's lock")
+	}
+}
+
+// A holder SIGKILLed while a stranger waits on its ticket's lock: the
+// stranger holds the lock from the holder's death on, and the successor
+// must still be handed the dead holder (else it runs beside its lineage).
+func TestStrangerLockKeepsNoDeadHolderAlive(t *testing.T) {
+	dir := t.TempDir()
+	q := openQ(t, dir, "gpu")
+	h := startHelper(t, "hold", dir, "gpu", helperOpts{label: "victim"})
+	s := h.seq("ticket")
+	h.seq("granted")
+	got := strangerLock(t, q, s)
+	h.kill()
+	waitLocked(t, got)
+	g := take(t, q, "successor")
+	defer g.Release()
+	if d := g.Dead(); len(d) != 1 || d[0].Seq != s {
+		t.Fatalf("the successor was handed %+v, want the dead holder %d whose ticket a stranger keeps locked", d, s)
+	}
+}
+
+// A waiter SIGKILLed while a stranger waits on its ticket's lock: the
+// waiter behind it takes the token.
+func TestStrangerLockKeepsNoDeadWaiterAhead(t *testing.T) {
+	dir := t.TempDir()
+	q := openQ(t, dir, "gpu")
+	h := startHelper(t, "enqueue", dir, "gpu", helperOpts{label: "ahead"})
+	s := h.seq("ticket")
+	got := strangerLock(t, q, s)
+	h.kill()
+	waitLocked(t, got)
+	w, err := q.Enqueue(Ticket{Label: "behind"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := w.Wait(ctxT(t, 5*time.Second), nil)
+	if err != nil {
+		t.Fatalf("a dead waiter whose ticket a stranger keeps locked kept the next from the token: %v", err)
+	}
+	g.Release()
+}
+
+// Another user's ticket, granted and kept locked by its forger, that names
+// a live holder of ours (pid and start time): it is skipped as forged, and
+// the real holder is the one shown.
+func TestForgedTicketNamingAnotherUsersHolder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the forged ticket belongs to another uid")
+	}
+	dir := sharedDir(t)
+	q := openQ(t, dir, "gpu")
+	for range 2 { // the holder's ticket is then at least 3: room below it
+		w, err := q.Enqueue(Ticket{Label: "filler"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Cancel()
+	}
+	h := startHelper(t, "hold", dir, "gpu", helperOpts{label: "real"})
+	s := h.seq("ticket")
+	h.seq("granted")
+	st, err := proc.ReadStat(h.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const forger = 65534
+	b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: forger, Holder: st.Ident, Label: "forged", Created: time.Now(), Granted: time.Now()})
+	path := filepath.Join(q.path, ticketName(1))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, forger, forger); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	status, err := q.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status.Holder == nil || status.Holder.Seq != s {
+		t.Fatalf("the holder shown is %+v, want ticket %d (a forged ticket of uid %d names its process)", status.Holder, s, forger)
+	}
+	if len(status.Skipped) != 1 || status.Skipped[0] != ticketName(1) {
+		t.Errorf("skipped %v, want the forged ticket reported", status.Skipped)
+	}
+	h.finish()
+}
