@@ -10,6 +10,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
+
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 )
 
 // NewLogger returns a logger writing to w in format auto, console or json.
@@ -37,7 +39,16 @@ func NewLogger(w io.Writer, format string) (zerolog.Logger, error) {
 	}
 	if format == "console" {
 		f, ok := w.(*os.File)
-		cw := zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !ok || !isatty.IsTerminal(f.Fd())}
+		cw := zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !ok || !isatty.IsTerminal(f.Fd()),
+			// Field values with control characters are quoted by the
+			// writer; a message is printed as it is, and may carry
+			// another user's text (a label, a ticket).
+			FormatPrepare: func(evt map[string]any) error {
+				if m, ok := evt[zerolog.MessageFieldName].(string); ok {
+					evt[zerolog.MessageFieldName] = termsafe.Lines(m)
+				}
+				return nil
+			}}
 		return zerolog.New(cw).Level(level).With().Timestamp().Logger(), nil
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("prog", "gpu-hold").Logger(), nil

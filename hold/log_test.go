@@ -6,6 +6,7 @@ package hold
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,5 +59,20 @@ func TestDurationKeysHaveUnits(t *testing.T) {
 	})
 	if err != nil || found == 0 {
 		t.Fatalf("walking the module: %v (found %d .Dur calls)", err, found)
+	}
+}
+
+// A message on the console may quote another user's text (a label): its
+// control characters are shown, never acted on; so are a field's.
+func TestConsoleLogShowsNoControlCharacters(t *testing.T) {
+	const esc = "\x1b]0;PWNED\x07\x1b[2J\u009b31m"
+	var b bytes.Buffer
+	log, err := NewLogger(&b, "console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Warn().Str("label", esc).Err(errors.New(esc)).Msg("held by " + esc)
+	if out := b.String(); strings.ContainsAny(out, "\x1b\x07\u009b") || !strings.Contains(out, "held by") {
+		t.Errorf("control characters reach the terminal: %q", out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
@@ -54,7 +55,7 @@ func (s *statusLine) draw() {
 	defer s.mu.Unlock()
 	line := fmt.Sprintf("waiting: %d ahead", s.last.Ahead)
 	if hd := s.last.Holder; hd != nil {
-		label := hd.Label
+		label := termsafe.Text(hd.Label)
 		if label == "" {
 			label = "(no label)"
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -184,7 +185,7 @@ func Round(d time.Duration) time.Duration {
 
 // Describe names a ticket for messages: label, pid, uid and seq.
 func (t Ticket) Describe() string {
-	label := t.Label
+	label := termsafe.Text(t.Label) // anyone's text, shown to root too
 	if label == "" {
 		label = "(no label)"
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,13 @@ func TestForgedTicketNamingAnotherUsersHolder(t *testing.T) {
 		t.Errorf("skipped %v, want the forged ticket reported", status.Skipped)
 	}
 	h.finish()
+}
+
+// A ticket's label is its writer's text, and Describe reaches root's
+// errors and output: its control characters are shown, never acted on.
+func TestDescribeShowsNoControlCharacters(t *testing.T) {
+	d := Ticket{Seq: 3, Label: "x\x1b]0;PWNED\x07\x1b[2J\u009b31m"}.Describe()
+	if strings.ContainsAny(d, "\x1b\x07\u009b") || !strings.HasPrefix(d, "x") {
+		t.Errorf("Describe() = %q", d)
+	}
 }

@@ -186,3 +186,22 @@ func TestRenderJSON(t *testing.T) {
 		t.Error("JSON document lacks fate or backend_unknown fields")
 	}
 }
+
+// A record is anyone's file: its text fields reach root's terminal with
+// their control characters shown, never acted on.
+func TestRenderTreeShowsNoControlCharacters(t *testing.T) {
+	rec := readLineage(t)
+	const esc = "\x1b]0;PWNED\x07\x1b[2J\u009b31m"
+	h := &rec.Hold
+	h.ID, h.Resource, h.Label, h.Host, h.Backend, h.Seal = esc, esc, esc, esc, esc, esc
+	h.BackendNote, h.Cause, h.Error = esc, Cause(esc), esc
+	h.Reaped = []ReapedHold{{HoldID: esc, Error: esc}}
+	rec.Reaps = []ReapInfo{{Via: esc, HoldID: esc, Error: esc}}
+	var buf bytes.Buffer
+	if err := RenderTree(&buf, rec, TreeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); strings.ContainsAny(out, "\x1b\x07\u009b") {
+		t.Errorf("control characters of the record reach the terminal:\n%q", out)
+	}
+}

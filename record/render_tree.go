@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -106,7 +107,7 @@ func fmtDuration(d time.Duration) string {
 
 func (t *treeWriter) header() {
 	rec, h := t.rec, t.rec.Hold
-	title := fmt.Sprintf("hold %s on %s", h.ID, h.Resource)
+	title := fmt.Sprintf("hold %s on %s", clip(h.ID, 200), clip(h.Resource, 200))
 	if h.Label != "" {
 		title += fmt.Sprintf(" %q", h.Label)
 	}
@@ -116,17 +117,17 @@ func (t *treeWriter) header() {
 	}
 	t.printf(" · holder %s uid %d", h.Holder, h.UID)
 	if h.Host != "" {
-		t.printf(" on %s", h.Host)
+		t.printf(" on %s", clip(h.Host, 200))
 	}
 	if h.Backend != "" {
-		t.printf(" · backend %s", h.Backend)
+		t.printf(" · backend %s", clip(h.Backend, 100))
 	}
 	if h.Seal != "" {
-		t.printf(" · seal %s", h.Seal)
+		t.printf(" · seal %s", clip(h.Seal, 100))
 	}
 	t.printf("\n")
 	if h.BackendNote != "" {
-		t.printf("  note: %s\n", h.BackendNote)
+		t.printf("  note: %s\n", clip(h.BackendNote, 2000))
 	}
 	if len(h.Cmd) > 0 {
 		t.printf("  cmd: %s\n", clip(strings.Join(h.Cmd, " "), 200))
@@ -152,7 +153,7 @@ func (t *treeWriter) header() {
 	case h.ExitCode != nil:
 		end += fmt.Sprintf("exit %d", *h.ExitCode)
 		if h.Cause != "" {
-			end += fmt.Sprintf(" (%s", h.Cause)
+			end += fmt.Sprintf(" (%s", clip(string(h.Cause), 100))
 			if h.Signal != 0 {
 				end += ", " + SignalString(h.Signal)
 			}
@@ -177,18 +178,18 @@ func (t *treeWriter) header() {
 	}
 	t.printf("%s\n", end)
 	if h.Error != "" {
-		t.printf("  error: %s\n", t.c(cRed, h.Error))
+		t.printf("  error: %s\n", t.c(cRed, clip(h.Error, 2000)))
 	}
 	if rec.Truncated {
 		t.printf("  %s\n", t.c(cYellow, "the last line was cut short (the writer was killed) and is left out"))
 	}
 	for _, r := range h.Reaped {
-		t.printf("  before its payload, ended dead holder %s's lineage (hold %s): %d ended", r.Holder, r.HoldID, r.Ended)
+		t.printf("  before its payload, ended dead holder %s's lineage (hold %s): %d ended", r.Holder, clip(r.HoldID, 200), r.Ended)
 		if len(r.Survivors) > 0 {
 			t.printf(", %d survivors", len(r.Survivors))
 		}
 		if r.Error != "" {
-			t.printf(", error: %s", r.Error)
+			t.printf(", error: %s", clip(r.Error, 2000))
 		}
 		t.printf("\n")
 	}
@@ -335,9 +336,9 @@ func (t *treeWriter) footer() {
 	for _, r := range rec.Reaps {
 		t.printf("reaped by %s", r.By)
 		if r.Via != "" {
-			t.printf(" (%s", r.Via)
+			t.printf(" (%s", clip(r.Via, 100))
 			if r.HoldID != "" {
-				t.printf(" %s", r.HoldID)
+				t.printf(" %s", clip(r.HoldID, 200))
 			}
 			t.printf(")")
 		}
@@ -349,7 +350,7 @@ func (t *treeWriter) footer() {
 			t.printf(", survivors %s", idents(r.Survivors))
 		}
 		if r.Error != "" {
-			t.printf(", error: %s", r.Error)
+			t.printf(", error: %s", clip(r.Error, 2000))
 		}
 		t.printf("\n")
 	}
@@ -364,23 +365,13 @@ func idents(ids []proc.Ident) string {
 }
 
 // clip cuts s to n runes, marking the cut, and makes control characters
-// visible so a payload's argv cannot drive the terminal.
+// visible: a payload's argv, or a record another user wrote, cannot drive
+// the terminal.
 func clip(s string, n int) string {
-	var b strings.Builder
-	i := 0
-	for _, r := range s {
-		if i == n {
-			b.WriteString("…")
-			break
-		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			fmt.Fprintf(&b, "\\x%02x", r)
-		} else {
-			b.WriteRune(r)
-		}
-		i++
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n]) + "…"
 	}
-	return b.String()
+	return termsafe.Text(s)
 }
 
 func jsonString(v any) string {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 )
 
 // errOut is where the final error goes, and in which form.
@@ -61,7 +63,7 @@ func (e errOut) line(msg string, code int) {
 			Message  string `json:"message"`
 		}{"error", "gpu-hold", code, time.Now().Format(time.RFC3339Nano), msg})
 	} else {
-		fmt.Fprintln(e.w, "gpu-hold: "+msg)
+		fmt.Fprintln(e.w, "gpu-hold: "+termsafe.Lines(msg)) // it may quote another user's ticket
 	}
 	if e.github {
 		annotate(e.w, "error", msg)
@@ -71,7 +73,7 @@ func (e errOut) line(msg string, code int) {
 // annotate writes a GitHub Actions workflow command: one line, with the
 // characters the runner treats as line ends escaped.
 func annotate(w io.Writer, kind, msg string) {
-	msg = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(msg)
+	msg = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(termsafe.Lines(msg))
 	fmt.Fprintf(w, "::%s::gpu-hold: %s\n", kind, msg)
 }
 

@@ -71,3 +71,13 @@ func TestGitHubAnnotations(t *testing.T) {
 		t.Errorf("log annotations %q, want %q", b.String(), want)
 	}
 }
+
+// The final error may quote another user's ticket (its label): its
+// control characters are shown, never acted on, its lines kept.
+func TestFinalErrorShowsNoControlCharacters(t *testing.T) {
+	var b bytes.Buffer
+	exitCodeTo(usageErr("held by x\x1b]0;PWNED\x07\x1b[2J\u009b31m\nsecond"), errOut{w: &b, github: true})
+	if out := b.String(); strings.ContainsAny(out, "\x1b\x07\u009b") || !strings.Contains(out, "\nsecond\n") {
+		t.Errorf("control characters reach the terminal: %q", out)
+	}
+}
