@@ -4,10 +4,13 @@
 package hold
 
 import (
+	"errors"
+
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // confirmDead checks, for a dead holder an etcd ticket names, what the
@@ -20,12 +23,13 @@ func (h *holdRun) confirmDead(d queue.Ticket) bool { return confirmDead(d, h.o.L
 func confirmDead(d queue.Ticket, log zerolog.Logger) bool {
 	why := "its ticket names no record"
 	if d.Record != "" {
-		rec, err := record.ReadRecord(d.Record)
+		rec, err := record.ReadRecordIf(d.Record, func(f safefs.Info) string { return untrustedRecord(f, d.UID) })
+		var untrusted *record.UntrustedError
 		switch {
+		case errors.As(err, &untrusted):
+			why = "its record " + untrusted.Why
 		case err != nil:
 			why = "its record cannot be read: " + err.Error()
-		case untrustedRecord(rec.File, d.UID) != "":
-			why = "its record " + untrustedRecord(rec.File, d.UID)
 		case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
 			why = "its record is not its own (hold id or holder differ)"
 		default:

@@ -6,6 +6,7 @@
 package hold
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -36,13 +37,14 @@ func believe(d queue.Ticket, log zerolog.Logger) claim {
 	if d.Record == "" {
 		return c
 	}
-	rec, err := record.ReadRecord(d.Record)
-	if err != nil {
-		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
+	rec, err := record.ReadRecordIf(d.Record, func(f safefs.Info) string { return untrustedRecord(f, d.UID) })
+	var untrusted *record.UntrustedError
+	switch {
+	case errors.As(err, &untrusted):
+		log.Warn().Str("record", d.Record).Msgf("not believing the dead holder's record: %s; ending its pinned lineage and marked processes only", untrusted.Why)
 		return c
-	}
-	if why := untrustedRecord(rec.File, d.UID); why != "" {
-		log.Warn().Str("record", d.Record).Msgf("not believing the dead holder's record: %s; ending its pinned lineage and marked processes only", why)
+	case err != nil:
+		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
 		return c
 	}
 	if rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder {

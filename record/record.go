@@ -36,6 +36,15 @@ const (
 	maxLineLen = 1 << 20
 )
 
+// The reader's bounds on a whole record, which is anyone's file to plant:
+// no hold writes more lines (events, a few fates per member, a header per
+// phase) or names more processes (one per fork event, and the members its
+// walks found with no event). Variables for the tests only.
+var (
+	maxRecordLines     = 8 * MaxRecordEvents
+	maxRecordProcesses = 2 * MaxRecordEvents
+)
+
 // Fate says how a process of the lineage ended.
 type Fate string
 

@@ -94,6 +94,13 @@ func (e *RecordError) Error() string {
 
 func (e *RecordError) Unwrap() error { return e.Err }
 
+// UntrustedError is ReadRecordIf's refusal: the file is not believed.
+type UntrustedError struct{ Path, Why string }
+
+func (e *UntrustedError) Error() string {
+	return fmt.Sprintf("not believing record %s: %s", e.Path, e.Why)
+}
+
 // ReadRecord reads and assembles the record at path. The file is opened
 // never through a symlink and without blocking, and only when it is a
 // regular file (a FIFO or device planted at a ticket's record path is an
@@ -101,7 +108,12 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // Record.File says whose file it was, from the same open. A last line cut
 // short is left out (Truncated); damage anywhere else is a *RecordError
 // naming the line.
-func ReadRecord(path string) (*Record, error) {
+func ReadRecord(path string) (*Record, error) { return ReadRecordIf(path, nil) }
+
+// ReadRecordIf is ReadRecord that reads the file only when trust (nil:
+// any) finds nothing against it, from the same open: a reader that would
+// not believe a file need not pay for reading it. The error then says why.
+func ReadRecordIf(path string, trust func(safefs.Info) string) (*Record, error) {
 	d, err := safefs.OpenDir(filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read record %s: %w", path, err)
@@ -112,6 +124,11 @@ func ReadRecord(path string) (*Record, error) {
 		return nil, fmt.Errorf("cannot read record: %w", err)
 	}
 	defer f.Close()
+	if trust != nil {
+		if why := trust(st); why != "" {
+			return nil, &UntrustedError{Path: path, Why: why}
+		}
+	}
 	rec, _, err := readRecord(f, path)
 	if rec != nil {
 		rec.File = st
@@ -145,6 +162,9 @@ func readRecord(r io.Reader, path string) (*Record, tailInfo, error) {
 			break // end of file
 		}
 		n++
+		if n > maxRecordLines {
+			return nil, tail, &RecordError{Path: path, Line: n, Err: fmt.Errorf("more than %d lines, which no hold writes: not read further", maxRecordLines)}
+		}
 		body := line
 		if terminated {
 			body = line[:len(line)-1]
@@ -165,6 +185,9 @@ func readRecord(r io.Reader, path string) (*Record, tailInfo, error) {
 		}
 		if err := b.line(n, body); err != nil {
 			return nil, tail, &RecordError{Path: path, Line: n, Err: err}
+		}
+		if len(b.procs) > maxRecordProcesses {
+			return nil, tail, &RecordError{Path: path, Line: n, Err: fmt.Errorf("more than %d processes, which no hold records: not read further", maxRecordProcesses)}
 		}
 		tail.good += int64(len(line))
 		if !terminated {
