@@ -4,6 +4,7 @@ package test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -50,6 +51,14 @@ type fleetDead struct {
 // child runs and checks the shape: holder gone, child alive, ticket known.
 func killedHolder(t *testing.T, rg rig, f *fleet, res, child string) *fleetDead {
 	t.Helper()
+	return killedHolderWith(t, rg, f, res, child, nil)
+}
+
+// killedHolderWith is killedHolder with lock (nil: none) called on the
+// holder's ticket file before the SIGKILL; the func it returns is waited
+// on after it.
+func killedHolderWith(t *testing.T, rg rig, f *fleet, res, child string, lock func(ticket string) (held func())) *fleetDead {
+	t.Helper()
 	prepRes(t, f, res) // root makes <dir>/<res>/, as a fleet's admin or first root hold does
 	a := &fleetDead{mark: newMark(t), d: openDir(t), uid: 0}
 	if rg.Cred != nil {
@@ -60,8 +69,17 @@ func killedHolder(t *testing.T, rg rig, f *fleet, res, child string) *fleetDead 
 	pid := readPid(t, filepath.Join(a.d, "c"), 10*time.Second)
 	waitFile(t, filepath.Join(a.d, "ready"), 5*time.Second)
 	a.child = stat(t, pid).Ident
+	held := func() {}
+	if lock != nil {
+		tickets, _ := filepath.Glob(filepath.Join(f.Dir, res, "t.*"))
+		if len(tickets) != 1 {
+			t.Fatalf("test shape: tickets %v on a fresh resource, want the holder's alone", tickets)
+		}
+		held = lock(tickets[0])
+	}
 	h.Signal(syscall.SIGKILL)
 	r := h.Wait(10 * time.Second)
+	held()
 	if r.Code != 128+9 {
 		t.Fatalf("test shape: holder of uid %d exited %d after SIGKILL, want 137\nstderr:\n%s", a.uid, r.Code, r.Stderr)
 	}
@@ -81,7 +99,7 @@ func killedHolder(t *testing.T, rg rig, f *fleet, res, child string) *fleetDead 
 		t.Fatalf("test shape: the dead holder's TERM-ignoring child (pid %d) is not alive", a.child.PID)
 	}
 	if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, a.seq) {
-		t.Fatalf("test shape: gpu-hold queue --json does not list the SIGKILLed holder (ticket %d) as dead: %+v", a.seq, st)
+		t.Fatalf("gpu-hold queue --json does not list the SIGKILLed holder (ticket %d) as dead (nor may another uid's lock on its ticket keep it alive): %+v", a.seq, st)
 	}
 	return a
 }
@@ -233,6 +251,25 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 		res := "xb"
 		a := killedHolder(t, f.Root, f, res, plainChild)
 		blockedUntilRootReaps(t, f, f.A, res, a)
+	})
+
+	// (b2) the same, while A waits on the lock of root's ticket: A holds it
+	// from the holder's death on. Catches: a ticket counted live by its
+	// lock alone, so that B starts beside root's lineage and root's reap
+	// finds nothing dead.
+	t.Run("root-dead-ticket-locked-by-A", func(t *testing.T) {
+		t.Parallel()
+		res := "xe"
+		mark := newMark(t)
+		var stranger proc.Ident
+		a := killedHolderWith(t, f.Root, f, res, plainChild, func(ticket string) func() {
+			var held string
+			stranger, held = strangerLocks(t, f.A, mark, ticket)
+			return func() { waitFile(t, held, 10*time.Second) }
+		})
+		blockedUntilRootReaps(t, f, f.B, res, a)
+		requireVictimAlive(t, stranger, "uid A's process that held the dead ticket's lock")
+		killMarked(mark)
 	})
 
 	// (c) A's holder dies; a root successor ends A's lineage itself (no
@@ -453,4 +490,28 @@ func qSeq(t *testing.T, f *fleet, res string) string {
 	t.Helper()
 	b, _ := os.ReadFile(filepath.Join(f.Dir, res, "seq"))
 	return strings.TrimSpace(string(b))
+}
+
+// strangerLocks starts, as rg's user, a marked process that opens ticket
+// read-only, waits for its LOCK_EX and holds it; it returns the process's
+// identity and the file it makes once it holds the lock.
+func strangerLocks(t *testing.T, rg rig, mark, ticket string) (proc.Ident, string) {
+	t.Helper()
+	d := openDir(t)
+	if err := os.Chmod(d, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command("bash", "-c", `exec 9<"$1" && flock -x 9 && : > "$2" && exec sleep 300`, "stranger", ticket, filepath.Join(d, "held"))
+	c.Env = append(os.Environ(), markEnv+"="+mark)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: rg.Cred}
+	if err := c.Start(); err != nil {
+		t.Fatalf("starting uid %d's locker: %v", rg.Cred.Uid, err)
+	}
+	go c.Wait()
+	t.Cleanup(func() { killMarked(mark) })
+	st, err := proc.ReadStat(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Ident, filepath.Join(d, "held")
 }
