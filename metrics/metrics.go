@@ -142,13 +142,26 @@ func Record(dir, resource string, m Hold) error {
 	return writeReplace(d, filepath.Base(File(dir, resource)), prom)
 }
 
-// flock takes an exclusive lock, retrying when a signal interrupts.
+// lockWait bounds the wait for the metrics lock. Its writers hold it for
+// milliseconds; any user who can read the lock file can hold it for ever,
+// and the live gauges are written before the token is released.
+const lockWait = 500 * time.Millisecond
+
+// flock takes an exclusive lock within lockWait.
 func flock(f *os.File) error {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
+	pause := time.Millisecond
+	for deadline := time.Now().Add(lockWait); ; {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR):
 			return err
+		case time.Now().After(deadline):
+			return fmt.Errorf("another process has held it for over %v (a hold writes under it for milliseconds): the metrics are not written this time; if this repeats, find its holder with `fuser %s`", lockWait, f.Name())
 		}
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
 

@@ -109,3 +109,27 @@ func TestMetricsTwoUsers(t *testing.T) {
 // TestHelperAsOther is not a test of its own: it runs the helper
 // plant.AsOther names, in the process it started as another uid.
 func TestHelperAsOther(t *testing.T) { plant.RunHelper(t) }
+
+// Any user who can read the metrics lock can hold it: a hold's writes,
+// the live gauges written just before its release among them, give up
+// within a bound instead of waiting for it (which kept the token held).
+func TestMetricsLockHeldForEver(t *testing.T) {
+	dir := t.TempDir()
+	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, ".gpu_hold_gpu.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	plant.Within(t, "WriteLive under a held lock", func() {
+		plant.Says(t, WriteLive(dir, "gpu", Live{}), "WriteLive under a held lock", "not written", "fuser")
+	})
+	plant.Within(t, "Record under a held lock", func() {
+		plant.Says(t, Record(dir, "gpu", Hold{Granted: true}), "Record under a held lock", "not written")
+	})
+}
