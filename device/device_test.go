@@ -333,6 +333,11 @@ func TestDeviceHolderJSON(t *testing.T) {
 	if s := h.String(); s != "pid 42 (start 7) uid 1000 (alice) holds /dev/kfd: python x.py [memory-vram 3.0 GiB]" {
 		t.Errorf("String: %s", s)
 	}
+	// Its command line is its user's text, and doctor shows it to root.
+	h.Command = "x\x1b]0;PWNED\x07\x1b[2J"
+	if s := h.String(); strings.ContainsAny(s, "\x1b\x07") {
+		t.Errorf("String passes the command's control characters on: %q", s)
+	}
 }
 
 // fdinfo of an amdgpu render node (drm-usage-stats.rst format).

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/memfloor"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
@@ -36,7 +37,8 @@ func (h Holder) String() string {
 	if h.User != "" {
 		fmt.Fprintf(&b, " (%s)", h.User)
 	}
-	fmt.Fprintf(&b, " holds %s: %s", h.Node, h.Command)
+	// Its command line (and a node's path) is its user's text, shown to root.
+	fmt.Fprintf(&b, " holds %s: %s", termsafe.Text(h.Node), termsafe.Text(h.Command))
 	if len(h.DRM) > 0 {
 		keys := make([]string, 0, len(h.DRM))
 		for k := range h.DRM {

@@ -20,6 +20,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/cgroup"
 	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/lobby"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
@@ -173,7 +174,8 @@ func queueDirText(d hold.DirReport) string {
 		if p.Fix != "" {
 			fix = "; fix: " + p.Fix
 		}
-		fmt.Fprintf(&b, "  %s: %s%s\n", p.Path, p.Problem, fix)
+		// A problem's path (and its fix) may name a file another user planted.
+		fmt.Fprintf(&b, "  %s: %s%s\n", termsafe.Text(p.Path), termsafe.Text(p.Problem), termsafe.Text(fix))
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 // errout_test.go owns the tests of the final error's form: a plain line, a
 // JSON line under --log-format json (even when a flag error stopped
-// parsing before it), and GitHub Actions annotations.
+// parsing before it), and GitHub Actions annotations; and that another
+// user's text (a label, a planted file's name) reaches it escaped.
 package main
 
 import (
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gpu-hold/gpu-hold/hold"
 )
 
 func TestJSONLogArg(t *testing.T) {
@@ -79,5 +82,17 @@ func TestFinalErrorShowsNoControlCharacters(t *testing.T) {
 	exitCodeTo(usageErr("held by x\x1b]0;PWNED\x07\x1b[2J\u009b31m\nsecond"), errOut{w: &b, github: true})
 	if out := b.String(); strings.ContainsAny(out, "\x1b\x07\u009b") || !strings.Contains(out, "\nsecond\n") {
 		t.Errorf("control characters reach the terminal: %q", out)
+	}
+}
+
+// A planted file's name reaches root's terminal through `gpu-hold queue`
+// (the files skipped) and `gpu-hold doctor` (a problem's path).
+func TestPlantedNamesShowNoControlCharacters(t *testing.T) {
+	const name = "t.1\x1b]0;PWNED\x07\x1b[2J"
+	var b bytes.Buffer
+	printQueue(&b, []resourceView{{Resource: "gpu", Skipped: []string{name}}}, nil, true)
+	b.WriteString(queueDirText(hold.DirReport{Path: "/q", Fleet: true, Group: "g", Problems: []hold.DirProblem{{Path: "/q/gpu/" + name, Problem: "a FIFO"}}}))
+	if out := b.String(); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "t.1") {
+		t.Errorf("a planted name's control characters reach the terminal: %q", out)
 	}
 }

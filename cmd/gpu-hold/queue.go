@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
@@ -274,7 +275,8 @@ func printQueue(out io.Writer, views []resourceView, cols []column, noHeader boo
 			fmt.Fprintf(out, "%s: dead: the holder died without releasing; the next hold ends what it left running first (or run gpu-hold reap -r %s)\n", v.Resource, v.Resource)
 		}
 		if len(v.Skipped) > 0 {
-			fmt.Fprintf(out, "%s: skipped %d file(s) that are not valid gpu-hold files: %s\n", v.Resource, len(v.Skipped), strings.Join(v.Skipped, ", "))
+			// Their names are whatever their planters chose.
+			fmt.Fprintf(out, "%s: skipped %d file(s) that are not valid gpu-hold files: %s\n", v.Resource, len(v.Skipped), termsafe.Text(strings.Join(v.Skipped, ", ")))
 		}
 	}
 }
