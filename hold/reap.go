@@ -64,7 +64,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	}
 	as, err := proc.As(d.UID)
 	if err != nil {
-		return foreignLineage(d, rh, err)
+		return foreignLineage(d, rh, err, log)
 	}
 	defer as.Close()
 	c := believe(d, log)
@@ -94,10 +94,17 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 
 // foreignLineage is the reap of another user's dead holder by a process
 // that is not root and so cannot act as that user: done only when that
-// user has nothing left running at all; otherwise blocked, for root.
-func foreignLineage(d queue.Ticket, rh record.ReapedHold, err error) record.ReapedHold {
+// user has nothing left running at all and nothing its record names is
+// alive (a member that became another user, E20); otherwise blocked, for
+// root.
+func foreignLineage(d queue.Ticket, rh record.ReapedHold, err error, log zerolog.Logger) record.ReapedHold {
 	if !proc.UserRuns(d.UID) {
-		return rh // nothing of uid's runs: nothing of its lineage can
+		alive := believe(d, log).alive()
+		if len(alive) == 0 {
+			return rh // nothing of uid's runs, nor anything its record names
+		}
+		log.Warn().Int("alive", len(alive)).Int("pid", alive[0].PID).Int("uid_now", proc.UID(alive[0].PID)).
+			Msg("the dead holder's user runs nothing, but its record names a member still alive as another user (it ran a setuid program)")
 	}
 	rh.Blocked = err.Error()
 	return rh

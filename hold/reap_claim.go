@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -65,6 +66,18 @@ func believe(d queue.Ticket, log zerolog.Logger) claim {
 		}
 	}
 	return c
+}
+
+// alive lists what c's record names that still runs, its payload's
+// process among them.
+func (c claim) alive() []proc.Ident {
+	var out []proc.Ident
+	for _, id := range slices.Concat(c.IDs, []proc.Ident{c.root}) {
+		if id.PID > 0 && proc.Alive(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // untrustedRecord says why the record file f cannot be the holder's own

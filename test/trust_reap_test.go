@@ -51,20 +51,21 @@ type fleetDead struct {
 // child runs and checks the shape: holder gone, child alive, ticket known.
 func killedHolder(t *testing.T, rg rig, f *fleet, res, child string) *fleetDead {
 	t.Helper()
-	return killedHolderWith(t, rg, f, res, child, nil)
+	return killedHolderWith(t, rg, f, res, child+"\nawait c\nput ready 1\nwait\n", nil)
 }
 
-// killedHolderWith is killedHolder with lock (nil: none) called on the
-// holder's ticket file before the SIGKILL; the func it returns is waited
-// on after it.
-func killedHolderWith(t *testing.T, rg rig, f *fleet, res, child string, lock func(ticket string) (held func())) *fleetDead {
+// killedHolderWith is killedHolder with the payload's whole script (it
+// puts its TERM-ignoring child's pid in c, then ready), and lock (nil:
+// none) called on the holder's ticket file before the SIGKILL; the func
+// it returns is waited on after it.
+func killedHolderWith(t *testing.T, rg rig, f *fleet, res, body string, lock func(ticket string) (held func())) *fleetDead {
 	t.Helper()
 	prepRes(t, f, res) // root makes <dir>/<res>/, as a fleet's admin or first root hold does
 	a := &fleetDead{mark: newMark(t), d: openDir(t), uid: 0}
 	if rg.Cred != nil {
 		a.uid = int(rg.Cred.Uid)
 	}
-	payload := script(t, a.d, "dead.sh", child+"\nawait c\nput ready 1\nwait\n")
+	payload := script(t, a.d, "dead.sh", body)
 	h := rg.start(t, f.Dir, a.mark, a.d, "-r", res, "-l", "dead-"+rg.Name, "-g", "1s", "--survivor-wait", "1s", "--", payload[0], payload[1])
 	pid := readPid(t, filepath.Join(a.d, "c"), 10*time.Second)
 	waitFile(t, filepath.Join(a.d, "ready"), 5*time.Second)
@@ -262,7 +263,7 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 		res := "xe"
 		mark := newMark(t)
 		var stranger proc.Ident
-		a := killedHolderWith(t, f.Root, f, res, plainChild, func(ticket string) func() {
+		a := killedHolderWith(t, f.Root, f, res, plainChild+"\nawait c\nput ready 1\nwait\n", func(ticket string) func() {
 			var held string
 			stranger, held = strangerLocks(t, f.A, mark, ticket)
 			return func() { waitFile(t, held, 10*time.Second) }
@@ -270,6 +271,44 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 		blockedUntilRootReaps(t, f, f.B, res, a)
 		requireVictimAlive(t, stranger, "uid A's process that held the dead ticket's lock")
 		killMarked(mark)
+	})
+
+	// (b3) E20 with a dead holder: the payload's process and a member of
+	// a hold of a user that runs nothing else (uidLone) became uid B (a
+	// setuid program) before the holder died, so that user runs nothing;
+	// B's successor, which may not act as it, must still not start beside
+	// them, which the dead holder's record names. Catches: "the user runs
+	// nothing" taken for "nothing of its lineage runs".
+	t.Run("lone-dead-payload-became-B", func(t *testing.T) {
+		t.Parallel()
+		res := "xg"
+		pd := openDir(t)
+		if err := os.Chmod(pd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		prog := cprog.BecomeUser(t, pd)
+		lone := rig{Name: "uidLone", Track: []string{"--track=auto"}, Bin: f.A.Bin, Cred: userCred(uidLone)}
+		a := killedHolderWith(t, lone, f, res, fmt.Sprintf("%q %d \"$GH_T/c\" &\nawait c\nput ready 1\nexec %q %d \"$GH_T/root\"\n", prog, uidB, prog, uidB), nil)
+		root := readPid(t, filepath.Join(a.d, "root"), 10*time.Second)
+		for _, pid := range []int{a.child.PID, root} {
+			for deadline := time.Now().Add(5 * time.Second); proc.UID(pid) != uidB; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("test shape: process %d runs as uid %d, want uid B (%d)", pid, proc.UID(pid), uidB)
+				}
+			}
+		}
+		markB, d := newMark(t), openDir(t)
+		ran := filepath.Join(d, "ran")
+		r := f.B.start(t, f.Dir, markB, d, "-r", res, "-l", "b", "-w", "3s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`).Wait(15 * time.Second)
+		if r.Code != 75 || exists(ran) {
+			t.Errorf("B's successor exited %d (payload ran: %v) beside the dead holder's payload and member, now of uid B (alive: %v); want 75 without running\nstderr:\n%s",
+				r.Code, exists(ran), proc.Alive(a.child), r.Stderr)
+		}
+		if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, a.seq) {
+			t.Errorf("B's successor marked the dead holder (ticket %d) reaped with its payload alive: %+v", a.seq, st)
+		}
+		killMarked(a.mark)
+		requireNoneLeft(t, markB)
 	})
 
 	// (c) A's holder dies; a root successor ends A's lineage itself (no

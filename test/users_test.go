@@ -23,6 +23,9 @@ const (
 	fleetGID = 61000
 	uidA     = 61001
 	uidB     = 61002
+	// uidLone runs in one test only, so that "this user runs nothing"
+	// cannot be made false by another test running at the same time.
+	uidLone = 61003
 )
 
 // fleet is one shared queue directory and the rigs of its three users.

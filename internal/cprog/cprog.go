@@ -4,7 +4,8 @@
 // cmdline, environ or fds on its main thread, though it is alive) and a
 // hopper (a process that forks and exits in a loop, so a walk of /proc
 // lists it before it is born and reads it after it is gone), both of which
-// ignore TERM, and a signal logger (who signalled it, by real uid).
+// ignore TERM, a signal logger (who signalled it, by real uid), and a
+// setuid program that becomes another user (E20).
 package cprog
 
 import (
