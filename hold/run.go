@@ -68,6 +68,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		errors.As(err, &le)
 		return Result{Code: le.Code, Cause: record.CauseExecFailed}, &Error{Code: le.Code, Err: err}
 	}
+	if err := shield(); err != nil {
+		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
+	}
 	h := &holdRun{o: o, id: newHoldID(), ahead: &cgroupAhead{}}
 	if o.Resume != nil {
 		h.id = o.Resume.HoldID

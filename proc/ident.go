@@ -180,6 +180,30 @@ func UID(pid int) int {
 	return int(st.Uid)
 }
 
+// EUID returns pid's effective uid from its status, or -1 when it cannot
+// be read. Unlike UID it holds for a process that is not dumpable, whose
+// /proc directory is root's whatever its uid.
+func EUID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	_, rest, ok := strings.Cut(string(b), "\nUid:")
+	if !ok {
+		return -1
+	}
+	line, _, _ := strings.Cut(rest, "\n")
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return -1
+	}
+	uid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return uid
+}
+
 // OwnIDs reports whether pid's real, effective and saved user and group
 // ids are all this process's effective ones. That is what the kernel asks
 // before it shows a reader without CAP_SYS_PTRACE some fields of another

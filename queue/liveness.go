@@ -19,7 +19,7 @@ func holderLive(e *entry) (alive bool, forged string) {
 	if !ok {
 		return false, ""
 	}
-	uid := proc.UID(st.PID)
+	uid := proc.EUID(st.PID) // a hold is not dumpable: its /proc dir is root's
 	switch {
 	case uid < 0:
 		return false, "" // gone since its stat was read
