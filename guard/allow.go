@@ -10,7 +10,9 @@
 //
 // An entry matches a process when every field it gives matches. The
 // executable is the kernel's /proc/PID/exe, read and then checked to
-// still be that process. The file counts only when it is a regular file
+// still be that process, and it must be the very file the entry names
+// here (device and inode): a path alone is what any user can show, by
+// mounting a program of its own over it in a mount namespace of its own. The file counts only when it is a regular file
 // of root (or the guard's own user) that nobody else can write: a user
 // who could edit it could allow-list anything.
 package guard
@@ -95,32 +97,44 @@ func (a *AllowList) allows(id proc.Ident, uid int) bool {
 	if a == nil || len(a.Allow) == 0 {
 		return false
 	}
-	exe := ""
 	for _, e := range a.Allow {
 		if e.UID != nil && *e.UID != uid {
 			continue
 		}
-		if e.Exe != "" {
-			if exe == "" {
-				exe = exeOf(id)
-			}
-			if exe != e.Exe {
-				continue
-			}
+		if e.Exe != "" && !exeIs(id, e.Exe) {
+			continue
 		}
 		return true
 	}
 	return false
 }
 
-// exeOf is id's executable (the kernel's /proc/PID/exe), or "" when it
-// cannot be read or the pid no longer names id.
+// exeOf is id's executable as its own mount namespace names it (the
+// kernel's /proc/PID/exe), for reports; "" when it cannot be read or the
+// pid no longer names id.
 func exeOf(id proc.Ident) string {
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(id.PID) + "/exe")
 	if err != nil || !proc.Alive(id) {
 		return ""
 	}
 	return exe
+}
+
+// exeIs reports whether id's executable (the kernel's /proc/PID/exe) is
+// the file at path: the same path, and the same device and inode as path
+// has in the guard's own mount namespace; false when it cannot be read or
+// the pid no longer names id.
+func exeIs(id proc.Ident, path string) bool {
+	link := "/proc/" + strconv.Itoa(id.PID) + "/exe"
+	exe, err := os.Readlink(link)
+	if err != nil || exe != path {
+		return false
+	}
+	var got, want unix.Stat_t
+	if unix.Stat(link, &got) != nil || unix.Stat(path, &want) != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+		return false
+	}
+	return proc.Alive(id)
 }
 
 // uidOnly is the uids the list allows whatever the executable (for the
@@ -156,9 +170,8 @@ func (a *AllowList) allowsExe(id proc.Ident, uid int) bool {
 	if !a.hasExe() {
 		return false
 	}
-	exe := exeOf(id)
 	for _, e := range a.Allow {
-		if e.Exe != "" && e.Exe == exe && (e.UID == nil || *e.UID == uid) {
+		if e.Exe != "" && (e.UID == nil || *e.UID == uid) && exeIs(id, e.Exe) {
 			return true
 		}
 	}

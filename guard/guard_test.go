@@ -6,6 +6,7 @@ package guard
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -105,4 +107,55 @@ func TestAllowList(t *testing.T) {
 			t.Error("uid 4243 allowed (and this test's exe is not listed)")
 		}
 	})
+}
+
+// An exe entry allows the very file it names, not whatever a process shows
+// at that path: one that mounted a program of its own over the path, in a
+// mount namespace of its own, shows the path in /proc/PID/exe.
+func TestAllowListExeIsTheFile(t *testing.T) {
+	testenv.NeedRoot(t, "a mount namespace")
+	for _, tool := range []string{"unshare", "mount", "sleep"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Need(t, "no %s: %v", tool, err)
+		}
+	}
+	d := t.TempDir()
+	allowed, own := filepath.Join(d, "allowed"), filepath.Join(d, "own")
+	sleep, _ := exec.LookPath("sleep")
+	for _, p := range []string{allowed, own} {
+		b, err := os.ReadFile(sleep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &AllowList{Allow: []AllowEntry{{Exe: allowed}}}
+	start := func(script string) proc.Ident {
+		c := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", allowed, own)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.Process.Pid)); exe == allowed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("test shape: the process never ran as " + allowed)
+			}
+		}
+		st, err := proc.ReadStat(c.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Ident
+	}
+	if real := start(`exec "$1" 60`); !a.allows(real, 0) || !a.allowsExe(real, 0) {
+		t.Error("the allow-listed program itself is not allowed")
+	}
+	if fake := start(`mount --bind "$2" "$1" && exec "$1" 60`); a.allows(fake, 0) || a.allowsExe(fake, 0) {
+		t.Error("a program mounted over the allow-listed path, in a mount namespace of its own, is allowed")
+	}
 }
