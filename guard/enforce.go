@@ -64,7 +64,7 @@ func (g *Guard) spare(k key, in intruder) string {
 	switch {
 	case k.id.PID == 1 || k.id == g.self:
 		return "it is init or the guard itself"
-	case ln.has(k.id):
+	case g.ownsAll(ln, k, in):
 		return "it is in the lineage of the resource's token holder"
 	case g.o.Allow.allows(k.id, in.UID):
 		return "it is allow-listed"
@@ -80,10 +80,25 @@ func (g *Guard) lineageNow(resource string) lineageSet {
 	var set lineageSet
 	for _, name := range g.queueNames[resource] {
 		if l := g.lineageOf(name); l.holder.PID != 0 {
+			l.queue = name
 			set = append(set, l)
 		}
 	}
 	return set
+}
+
+// ownsAll reports whether every node intruder k holds is its own holder's:
+// one device's node its holder's, a shared node any holder's.
+func (g *Guard) ownsAll(ln lineageSet, k key, in intruder) bool {
+	if len(in.Nodes) == 0 {
+		return ln.has(k.id)
+	}
+	for _, n := range in.Nodes {
+		if !ln.hasFor(k.id, g.devQueues.owner(k.resource, n)) {
+			return false
+		}
+	}
+	return true
 }
 
 // signal sends sig through h and records it as action; false when the

@@ -57,14 +57,16 @@ type Guard struct {
 	// queueNames are the queues whose holders a resource's nodes belong
 	// to: its own and, for a pool of several devices, each device's.
 	queueNames map[string][]string
-	audit      *audit
-	bootWall   time.Duration
-	mu         sync.Mutex
-	intruders  map[key]*intruder
-	stats      stats
-	ending     sync.WaitGroup
-	self       proc.Ident
-	kern       *kernel // the device filter, with DenyAtOpen
+	// devQueues tells, for a pool, whose a device's own node is.
+	devQueues devQueues
+	audit     *audit
+	bootWall  time.Duration
+	mu        sync.Mutex
+	intruders map[key]*intruder
+	stats     stats
+	ending    sync.WaitGroup
+	self      proc.Ident
+	kern      *kernel // the device filter, with DenyAtOpen
 }
 
 // key names one intruder on one resource.
@@ -101,14 +103,17 @@ func New(o Options) (*Guard, error) {
 		return nil, fmt.Errorf("cannot read the guard's own identity from /proc: %v", err)
 	}
 	g := &Guard{o: o, res: res, queues: map[string]queue.Queue{}, queueNames: map[string][]string{}, intruders: map[key]*intruder{}, bootWall: proc.BootToWall(), self: self}
+	pools := map[string]device.Pool{}
 	for _, r := range res {
 		g.queueNames[r.Name] = []string{r.Name}
 		if p := device.PoolOf(r, "/"); p.Multi() {
+			pools[r.Name] = p
 			for _, d := range p.Devices {
 				g.queueNames[r.Name] = append(g.queueNames[r.Name], device.QueueName(r.Name, d))
 			}
 		}
 	}
+	g.devQueues = poolQueues(pools)
 	g.stats.untokened = map[[2]string]float64{}
 	g.stats.ended = map[[2]string]float64{}
 	g.stats.allowed = map[string]int{}
@@ -239,7 +244,7 @@ func (g *Guard) scanResource(ctx context.Context, r device.Resource, now time.Ti
 		if h.Ident == g.self || h.PID == 1 {
 			continue
 		}
-		switch g.judge(h, ln) {
+		switch g.judge(h, ln, g.devQueues.owner(r.Name, h.Node)) {
 		case verdictLineage:
 			continue
 		case verdictAllowed:
@@ -264,9 +269,10 @@ const (
 	verdictAllowed          // on the allow-list
 )
 
-// judge says whether holder h is the token holder's, allowed, or neither.
-func (g *Guard) judge(h device.Holder, ln lineageSet) verdict {
-	if ln.has(h.Ident) {
+// judge says whether holder h is the token holder's (that of queue owner,
+// "": any of ln's), allowed, or neither.
+func (g *Guard) judge(h device.Holder, ln lineageSet, owner string) verdict {
+	if ln.hasFor(h.Ident, owner) {
 		return verdictLineage
 	}
 	if g.o.Allow.allows(h.Ident, h.UID) {

@@ -25,6 +25,7 @@ import (
 
 // lineage is a resource's current token holder, as far as it is verified.
 type lineage struct {
+	queue  string             // the queue whose token it holds
 	holder proc.Ident         // zero: nobody holds the token
 	holdID string             // the holder's hold id (its pin and cgroup are named by it)
 	cgroup string             // the hold's cgroup, relative to the cgroup2 mount ("": none)
@@ -36,9 +37,12 @@ type lineage struct {
 // devices is any of its holders').
 type lineageSet []*lineage
 
-func (s lineageSet) has(id proc.Ident) bool {
+func (s lineageSet) has(id proc.Ident) bool { return s.hasFor(id, "") }
+
+// hasFor is has for the holder of queue owner alone ("": any of them).
+func (s lineageSet) hasFor(id proc.Ident, owner string) bool {
 	for _, l := range s {
-		if l.has(id) {
+		if (owner == "" || l.queue == owner) && l.has(id) {
 			return true
 		}
 	}

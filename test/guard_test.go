@@ -436,3 +436,36 @@ func TestGuardPoolHolder(t *testing.T) {
 	h.Signal(syscall.SIGTERM)
 	h.Wait(20 * time.Second)
 }
+
+// TestGuardPoolHolderOnlyItsDevice: a pool job given one of two fake
+// devices holds the node of the other, which nobody was given: the guard,
+// with --enforce, must end it (no cgroup device filter here, as for every
+// non-root hold: the guard is what keeps a job to its devices).
+//
+// Catches: a guard that spares, on every node of a pool, the lineage of
+// any device's holder.
+func TestGuardPoolHolderOnlyItsDevice(t *testing.T) {
+	e := newGuardEnv(t)
+	n0, n1 := e.node, fakeNode(t, t.TempDir())
+	cfg := fmt.Sprintf(`{"fake": {"devices": [%q, %q], "pool": {"devices": [{"nodes": [%q]}, {"nodes": [%q]}]}}}`, n0, n1, n0, n1)
+	if err := os.WriteFile(filepath.Join(e.qdir, "resources.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(e.scratch, "payload")
+	h := rig{}.start(t, e.qdir, newMark(t), e.scratch, "-r", "fake", "--count", "1", "--cgroup=off", "-l", "pooljob", "-g", "1s", "--",
+		"bash", "-c", fmt.Sprintf(`n=%q; [ "$GPU_HOLD_DEVICES" = 0 ] || n=%q; exec %q path "$n" %q ignore`, n1, n0, e.opener, out))
+	payload := openerIdent(t, out)
+	g := e.startGuard(t, "--enforce", "-g", "1s")
+	deadline := time.Now().Add(slowed(20 * time.Second))
+	for proc.Alive(payload) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if proc.Alive(payload) {
+		t.Errorf("the guard spared a pool job's payload on the node of a device it was not given\n%s", g.Stderr())
+	}
+	if a := e.audited(t, payload); len(a) == 0 {
+		t.Errorf("the guard did not audit the pool job's payload on another device's node\n%s", g.Stderr())
+	}
+	h.Signal(syscall.SIGTERM)
+	h.Wait(20 * time.Second)
+}
