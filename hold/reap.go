@@ -239,7 +239,13 @@ func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
 		n++
 	}
 	if len(blocked) > 0 {
-		return n, fmt.Errorf("%s: could not end the lineage of %s; run gpu-hold reap as root", res, strings.Join(blocked, "; "))
+		next := "run gpu-hold reap as root"
+		if os.Geteuid() == 0 {
+			// Root acts with the dead holder's authority: what it could
+			// not end became another user (a setuid program).
+			next = "end what its record names by hand (gpu-hold show it), then run gpu-hold reap again"
+		}
+		return n, fmt.Errorf("%s: could not end the lineage of %s; %s", res, strings.Join(blocked, "; "), next)
 	}
 	return n, nil
 }
