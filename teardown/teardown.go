@@ -398,7 +398,11 @@ func (td *Teardown) killPasses(r *run) {
 	if r.out.Passes > 1 {
 		td.Log.Info().Int("passes", r.out.Passes).Msg("KILL passes")
 	}
-	if len(r.live) == 0 && !td.quiet() {
+	switch {
+	case len(r.live) > 0 || td.quiet():
+	case len(td.denied) > 0:
+		td.Log.Error().Dur("survivor_wait_ms", td.SurvivorWait).Int("denied", len(td.denied)).Msg("the tracker's account still names live processes: those this teardown may not signal (named above as run by another user), and perhaps others; end them by hand")
+	default:
 		td.Log.Error().Dur("survivor_wait_ms", td.SurvivorWait).Msg("the payload's cgroup or the tracker's account still names a live process that no walk of /proc could find (one that forks and exits in a loop): check the cgroup's cgroup.procs and end what is left by hand")
 	}
 }
@@ -596,8 +600,14 @@ func (td *Teardown) wait(w *watcher, live map[proc.Ident]proc.Stat, limit time.D
 	// there is nothing to wait on: walk again almost at once, since each
 	// pass ends the generation it finds only if that one has not forked
 	// the next yet.
-	if len(live) == 0 {
+	// A process this teardown may not signal keeps that account up for
+	// the whole survivor wait: chasing it would only spin, so look at the
+	// rescan pace.
+	switch {
+	case len(live) == 0 && len(td.denied) == 0:
 		limit = min(limit, chaseInterval)
+	case len(live) == 0:
+		limit = min(limit, rescanInterval)
 	}
 	if limit > rescanInterval && td.polls(w) {
 		limit = rescanInterval
