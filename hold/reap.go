@@ -99,7 +99,7 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 // root.
 func foreignLineage(d queue.Ticket, rh record.ReapedHold, err error, log zerolog.Logger) record.ReapedHold {
 	if !proc.UserRuns(d.UID) {
-		alive := believe(d, log).alive()
+		alive := believe(d, log).alive(d.Published)
 		if len(alive) == 0 {
 			return rh // nothing of uid's runs, nor anything its record names
 		}

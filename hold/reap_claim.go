@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -69,16 +70,29 @@ func believe(d queue.Ticket, log zerolog.Logger) claim {
 }
 
 // alive lists what c's record names that still runs, its payload's
-// process among them.
-func (c claim) alive() []proc.Ident {
+// process among them, born since granted (zero: whenever): the record is
+// its user's to write, but a lineage is born after its grant, and the
+// kernel's account of a ticket's grant is its file's ctime, which no user
+// can set back (queue.Ticket.Published). A record naming older processes
+// names strangers.
+func (c claim) alive(granted time.Time) []proc.Ident {
+	boot := proc.BootToWall()
 	var out []proc.Ident
 	for _, id := range slices.Concat(c.IDs, []proc.Ident{c.root}) {
-		if id.PID > 0 && proc.Alive(id) {
-			out = append(out, id)
+		if id.PID <= 0 || !proc.Alive(id) {
+			continue
 		}
+		if !granted.IsZero() && id.Started(boot).Before(granted.Add(-startSlack)) {
+			continue
+		}
+		out = append(out, id)
 	}
 	return out
 }
+
+// startSlack covers a start time's tick (10 ms) and the error of its
+// conversion to wall time.
+const startSlack = 50 * time.Millisecond
 
 // untrustedRecord says why the record file f cannot be the holder's own
 // account (uid's): "" when it is uid's, with one link, and nobody else may

@@ -45,6 +45,11 @@ type Ticket struct {
 	// Yield: the ticket gives way to every other ticket (yield.go). It
 	// changes only this ticket's own treatment.
 	Yield bool `json:"yield,omitempty"`
+	// Published is when the directory queue's file was last published, as
+	// the kernel keeps it (its ctime, which no user can set back): a
+	// granted ticket's is its grant, before its payload started. Zero
+	// where unknown (etcd).
+	Published time.Time `json:"-"`
 }
 
 // Queue is one resource's queue. The directory backend is the first; a

@@ -246,6 +246,7 @@ func (q *dirQueue) readTicket(name string, seq uint64) (entry, bool) {
 	if err := json.Unmarshal(b, &e.Ticket); err != nil {
 		return bad("not a ticket (" + err.Error() + ")")
 	}
+	e.Published = time.Unix(st.Ctim.Unix())
 	switch {
 	case e.Seq != seq:
 		return bad(fmt.Sprintf("it says ticket %d", e.Seq))

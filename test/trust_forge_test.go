@@ -153,6 +153,10 @@ func forgedRun(t *testing.T, f *fleet, name string, build func(t *testing.T, res
 		if proc.Alive(fg.holder) {
 			t.Fatalf("test shape: the forged ticket's holder %v is alive", fg.holder)
 		}
+		// What the forged record names was born before the forged grant,
+		// as a daemon outside any hold is: a successor that may not act
+		// as A then knows it is no lineage of A's dead holder.
+		time.Sleep(200 * time.Millisecond)
 		forgeTicket(t, f, res, fg.holder, fg.holdID, fg.record)
 		if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, forgedSeq) {
 			t.Logf("note: queue --json does not list A's forged ticket as a dead holder: %+v", st)
