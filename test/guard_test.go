@@ -409,15 +409,9 @@ func TestGuardSparesEscapedMember(t *testing.T) {
 // Catches: a guard that reads only the pool resource's own token, which
 // a pool hold never keeps (every pool job's payload named and ended).
 func TestGuardPoolHolder(t *testing.T) {
-	e := newGuardEnv(t)
-	n0, n1 := e.node, fakeNode(t, t.TempDir())
-	cfg := fmt.Sprintf(`{"fake": {"devices": [%q, %q], "pool": {"devices": [{"nodes": [%q]}, {"nodes": [%q]}]}}}`, n0, n1, n0, n1)
-	if err := os.WriteFile(filepath.Join(e.qdir, "resources.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e, n0, _ := newPoolGuardEnv(t)
 	out := filepath.Join(e.scratch, "payload")
-	h := rig{}.start(t, e.qdir, newMark(t), e.scratch, "-r", "fake", "--count", "1", "--cgroup=off", "-l", "pooljob", "-g", "1s", "--",
-		"bash", "-c", fmt.Sprintf(`exec %q path %q %q ignore`, e.opener, n0, out))
+	h := e.poolJob(t, fmt.Sprintf(`exec %q path %q %q ignore`, e.opener, n0, out))
 	payload := openerIdent(t, out)
 	intruder := e.holdOpen(t, e.opener, "intruder", "ignore")
 	g := e.startGuard(t, "--enforce", "-g", "1s")
@@ -445,15 +439,9 @@ func TestGuardPoolHolder(t *testing.T) {
 // Catches: a guard that spares, on every node of a pool, the lineage of
 // any device's holder.
 func TestGuardPoolHolderOnlyItsDevice(t *testing.T) {
-	e := newGuardEnv(t)
-	n0, n1 := e.node, fakeNode(t, t.TempDir())
-	cfg := fmt.Sprintf(`{"fake": {"devices": [%q, %q], "pool": {"devices": [{"nodes": [%q]}, {"nodes": [%q]}]}}}`, n0, n1, n0, n1)
-	if err := os.WriteFile(filepath.Join(e.qdir, "resources.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e, n0, n1 := newPoolGuardEnv(t)
 	out := filepath.Join(e.scratch, "payload")
-	h := rig{}.start(t, e.qdir, newMark(t), e.scratch, "-r", "fake", "--count", "1", "--cgroup=off", "-l", "pooljob", "-g", "1s", "--",
-		"bash", "-c", fmt.Sprintf(`n=%q; [ "$GPU_HOLD_DEVICES" = 0 ] || n=%q; exec %q path "$n" %q ignore`, n1, n0, e.opener, out))
+	h := e.poolJob(t, fmt.Sprintf(`n=%q; [ "$GPU_HOLD_DEVICES" = 0 ] || n=%q; exec %q path "$n" %q ignore`, n1, n0, e.opener, out))
 	payload := openerIdent(t, out)
 	g := e.startGuard(t, "--enforce", "-g", "1s")
 	deadline := time.Now().Add(slowed(20 * time.Second))
@@ -468,4 +456,24 @@ func TestGuardPoolHolderOnlyItsDevice(t *testing.T) {
 	}
 	h.Signal(syscall.SIGTERM)
 	h.Wait(20 * time.Second)
+}
+
+// newPoolGuardEnv is a guard env whose resource "fake" is a pool of two
+// fake devices, with their nodes.
+func newPoolGuardEnv(t *testing.T) (e *guardEnv, n0, n1 string) {
+	t.Helper()
+	e = newGuardEnv(t)
+	n0, n1 = e.node, fakeNode(t, t.TempDir())
+	cfg := fmt.Sprintf(`{"fake": {"devices": [%q, %q], "pool": {"devices": [{"nodes": [%q]}, {"nodes": [%q]}]}}}`, n0, n1, n0, n1)
+	if err := os.WriteFile(filepath.Join(e.qdir, "resources.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e, n0, n1
+}
+
+// poolJob starts a root hold of one device of the pool, without a cgroup
+// (so without its device filter), running script.
+func (e *guardEnv) poolJob(t *testing.T, script string) *started {
+	t.Helper()
+	return rig{}.start(t, e.qdir, newMark(t), e.scratch, "-r", "fake", "--count", "1", "--cgroup=off", "-l", "pooljob", "-g", "1s", "--", "bash", "-c", script)
 }
