@@ -6,12 +6,10 @@ package test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/internal/cprog"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -20,11 +18,7 @@ func TestE20MemberBecomesAnotherUser(t *testing.T) {
 	t.Parallel()
 	res := "e20"
 	prepRes(t, f, res)
-	pd := openDir(t)
-	if err := os.Chmod(pd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	prog := cprog.BecomeUser(t, pd)
+	prog := becomeUser(t)
 	mark, d := newMark(t), openDir(t)
 	body := fmt.Sprintf("%q %d \"$GH_T/c\" &\nawait c\nsleep 0.5\n", prog, uidB)
 	payload := script(t, d, "e20.sh", body)

@@ -29,6 +29,17 @@ func sigwho(t *testing.T) string {
 	return cprog.SigWho(t, d)
 }
 
+// becomeUser builds cprog's setuid program of E20 into a directory every
+// test uid can execute from.
+func becomeUser(t *testing.T) string {
+	t.Helper()
+	d := openDir(t)
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return cprog.BecomeUser(t, d)
+}
+
 // Children a dead holder's payload leaves running (each puts its pid in $GH_T/c).
 const plainChild = `bash -c 'trap "" TERM; put c $$; exec sleep 300' &`
 
@@ -282,11 +293,7 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 	t.Run("lone-dead-payload-became-B", func(t *testing.T) {
 		t.Parallel()
 		res := "xg"
-		pd := openDir(t)
-		if err := os.Chmod(pd, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		prog := cprog.BecomeUser(t, pd)
+		prog := becomeUser(t)
 		lone := rig{Name: "uidLone", Track: []string{"--track=auto"}, Bin: f.A.Bin, Cred: userCred(uidLone)}
 		a := killedHolderWith(t, lone, f, res, fmt.Sprintf("%q %d \"$GH_T/c\" &\nawait c\nput ready 1\nexec %q %d \"$GH_T/root\"\n", prog, uidB, prog, uidB), nil)
 		root := readPid(t, filepath.Join(a.d, "root"), 10*time.Second)
