@@ -7,9 +7,25 @@ package queue
 
 import (
 	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/proc"
 )
+
+// ownPidNS is this process's pid namespace (its inode), 0 when unknown.
+var ownPidNS = sync.OnceValue(func() uint64 {
+	var st unix.Stat_t
+	if unix.Stat("/proc/self/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
+})
+
+// here reports whether e's holder pid means something in this process's
+// pid namespace, so that its process can be asked about.
+func here(e *entry) bool { return e.PidNS == 0 || e.PidNS == ownPidNS() }
 
 // holderLive reports whether e's holder (pid and start time) still runs;
 // forged says why e cannot be believed when that process runs as another
@@ -31,8 +47,12 @@ func holderLive(e *entry) (alive bool, forged string) {
 
 // checkLock settles e.live for a ticket whose lock is held: false when its
 // holder is gone, whoever holds the lock now (reported once). ok is false
-// when the ticket is forged (why says how).
+// when the ticket is forged (why says how). A holder of another pid
+// namespace cannot be asked about: its lock alone says it is alive.
 func (q *dirQueue) checkLock(e *entry) (why string, ok bool) {
+	if !here(e) {
+		return "", true
+	}
 	alive, forged := holderLive(e)
 	if forged != "" {
 		return forged, false

@@ -26,7 +26,7 @@ func (pw *PoolWaiter) take(d Decision) (*PoolGrant, error) {
 	}
 	for _, i := range d.Devices {
 		dq := pw.p.devs[i]
-		t := Ticket{Label: me.Label, Holder: me.Holder, Host: me.Host, Cmd: me.Cmd, HoldID: me.HoldID, Record: me.Record, Count: me.Count, Bound: me.Bound, PoolSeq: me.Seq}
+		t := Ticket{Label: me.Label, Holder: me.Holder, Host: me.Host, Cmd: me.Cmd, HoldID: me.HoldID, Record: me.Record, Count: me.Count, Bound: me.Bound, PoolSeq: me.Seq, PidNS: me.PidNS}
 		w, err := dq.Enqueue(t)
 		if err != nil {
 			return fail(err)

@@ -45,6 +45,11 @@ type Ticket struct {
 	// Yield: the ticket gives way to every other ticket (yield.go). It
 	// changes only this ticket's own treatment.
 	Yield bool `json:"yield,omitempty"`
+	// PidNS is the pid namespace (its inode) the Holder's pid means
+	// something in: a queue directory may be shared with containers, and
+	// a holder of another namespace can only be told alive by its lock.
+	// 0: the reader's (tickets of earlier versions).
+	PidNS uint64 `json:"pid_ns,omitempty"`
 	// Published is when the directory queue's file was last published, as
 	// the kernel keeps it (its ctime, which no user can set back): a
 	// granted ticket's is its grant, before its payload started. Zero

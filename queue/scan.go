@@ -310,7 +310,8 @@ func (s *snapshot) waitingAhead(seq uint64) (ahead []entry) {
 func (s *snapshot) holder(q *dirQueue) *entry {
 	var hs []*entry
 	for i := range s.tickets {
-		if e := &s.tickets[i]; e.live && e.granted() {
+		// A holder of another pid namespace: its pid cannot be matched.
+		if e := &s.tickets[i]; e.live && e.granted() && here(e) {
 			hs = append(hs, e)
 		}
 	}

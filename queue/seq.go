@@ -79,6 +79,7 @@ func (q *dirQueue) fill(t Ticket) (Ticket, error) {
 	if t.Host == "" {
 		t.Host, _ = os.Hostname()
 	}
+	t.PidNS = ownPidNS()
 	// Keep tickets far below what readers accept (maxFileLen): the queue
 	// shows a command, the record keeps it whole.
 	t.Label = clip(t.Label, 256)

@@ -144,3 +144,35 @@ func TestDescribeShowsNoControlCharacters(t *testing.T) {
 		t.Errorf("Describe() = %q", d)
 	}
 }
+
+// A ticket of a holder in another pid namespace (a container sharing the
+// directory) names a pid this reader cannot ask about: its lock alone
+// says it is alive, and the waiter behind it waits.
+func TestTicketOfAnotherPidNamespace(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: proc.Ident{PID: 1 << 22, Start: 7}, PidNS: ownPidNS() + 1, Label: "container", Created: time.Now()})
+	path := filepath.Join(q.path, ticketName(1))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path) // its holder, in its namespace, keeps it locked
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := q.Status(); len(st.Waiters) != 1 {
+		t.Errorf("waiters %+v, want the other namespace's ticket", st.Waiters)
+	}
+	w, err := q.Enqueue(Ticket{Label: "behind"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Cancel()
+	if g, err := w.Wait(ctxT(t, 300*time.Millisecond), nil); err == nil {
+		g.Release()
+		t.Fatal("took the token past a live ticket of another pid namespace (its holder's pid was asked about here)")
+	}
+}
