@@ -23,26 +23,42 @@ var ownPidNS = sync.OnceValue(func() uint64 {
 	return st.Ino
 })
 
-// here reports whether e's holder pid means something in this process's
-// pid namespace, so that its process can be asked about.
-func here(e *entry) bool { return e.PidNS == 0 || e.PidNS == ownPidNS() }
+// here reports whether e's holder pid is known to mean something in this
+// process's pid namespace, so that its process can be asked about. A
+// ticket of an earlier version (no PidNS) may be a container's.
+func here(e *entry) bool { return e.PidNS != 0 && e.PidNS == ownPidNS() }
 
 // holderLive reports whether e's holder (pid and start time) still runs;
 // forged says why e cannot be believed when that process runs as another
-// user than the ticket's.
+// user than the ticket's. A process /proc hides from this reader (hidepid)
+// cannot be told from its holder: it counts as alive, as its lock says.
 func holderLive(e *entry) (alive bool, forged string) {
-	st, ok := proc.LiveStat(e.Holder)
-	if !ok {
+	st, err := proc.ReadStat(e.Holder.PID)
+	switch {
+	case err != nil:
+		return hidden(e.Holder.PID), ""
+	case st.Start != e.Holder.Start || st.Dead():
 		return false, ""
 	}
 	uid := proc.EUID(st.PID) // a hold is not dumpable: its /proc dir is root's
 	switch {
 	case uid < 0:
-		return false, "" // gone since its stat was read
+		return hidden(st.PID), ""
 	case uid != e.UID:
 		return true, fmt.Sprintf("it names process %d (of uid %d) as its holder, not a process of its own uid %d (forged?)", st.PID, uid, e.UID)
 	}
 	return true, ""
+}
+
+// hidden reports whether pid names a process this reader's /proc does not
+// show: pidfd_open asks the kernel itself, which hides no process.
+func hidden(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false // gone (ESRCH), or no way to tell: its lock is not believed
+	}
+	unix.Close(fd)
+	return true
 }
 
 // checkLock settles e.live for a ticket whose lock is held: false when its

@@ -107,31 +107,37 @@ func TestForgedTicketNamingAnotherUsersHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	const forger = 65534
-	b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: forger, Holder: st.Ident, Label: "forged", Created: time.Now(), Granted: time.Now()})
 	path := filepath.Join(q.path, ticketName(1))
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(path, forger, forger); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	status, err := q.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status.Holder == nil || status.Holder.Seq != s {
-		t.Fatalf("the holder shown is %+v, want ticket %d (a forged ticket of uid %d names its process)", status.Holder, s, forger)
-	}
-	if len(status.Skipped) != 1 || status.Skipped[0] != ticketName(1) {
-		t.Errorf("skipped %v, want the forged ticket reported", status.Skipped)
+	// It claims the reader's pid namespace (its holder can be asked about:
+	// it is forged), none (an earlier version's), or another: in none of
+	// them is it the holder.
+	for _, ns := range []uint64{ownPidNS(), 0, ownPidNS() + 1} {
+		b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: forger, Holder: st.Ident, PidNS: ns, Label: "forged", Created: time.Now(), Granted: time.Now()})
+		os.Remove(path)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, forger, forger); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		status, err := q.Status()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status.Holder == nil || status.Holder.Seq != s {
+			t.Fatalf("pid ns %d: the holder shown is %+v, want ticket %d (a forged ticket of uid %d names its process)", ns, status.Holder, s, forger)
+		}
+		if forged := len(status.Skipped) == 1 && status.Skipped[0] == ticketName(1); ns == ownPidNS() && !forged {
+			t.Errorf("skipped %v, want the forged ticket reported", status.Skipped)
+		}
 	}
 	h.finish()
 }
@@ -146,33 +152,36 @@ func TestDescribeShowsNoControlCharacters(t *testing.T) {
 }
 
 // A ticket of a holder in another pid namespace (a container sharing the
-// directory) names a pid this reader cannot ask about: its lock alone
+// directory), or of an earlier version (which names none, and may be a
+// container's), names a pid this reader cannot ask about: its lock alone
 // says it is alive, and the waiter behind it waits.
 func TestTicketOfAnotherPidNamespace(t *testing.T) {
-	q := openQ(t, t.TempDir(), "gpu")
-	b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: proc.Ident{PID: 1 << 22, Start: 7}, PidNS: ownPidNS() + 1, Label: "container", Created: time.Now()})
-	path := filepath.Join(q.path, ticketName(1))
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path) // its holder, in its namespace, keeps it locked
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := q.Status(); len(st.Waiters) != 1 {
-		t.Errorf("waiters %+v, want the other namespace's ticket", st.Waiters)
-	}
-	w, err := q.Enqueue(Ticket{Label: "behind"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Cancel()
-	if g, err := w.Wait(ctxT(t, 300*time.Millisecond), nil); err == nil {
-		g.Release()
-		t.Fatal("took the token past a live ticket of another pid namespace (its holder's pid was asked about here)")
+	for _, ns := range []uint64{ownPidNS() + 1, 0} {
+		q := openQ(t, t.TempDir(), "gpu")
+		b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: proc.Ident{PID: 1 << 22, Start: 7}, PidNS: ns, Label: "container", Created: time.Now()})
+		path := filepath.Join(q.path, ticketName(1))
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path) // its holder, in its namespace, keeps it locked
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := q.Status(); len(st.Waiters) != 1 {
+			t.Errorf("pid ns %d: waiters %+v, want the other namespace's ticket", ns, st.Waiters)
+		}
+		w, err := q.Enqueue(Ticket{Label: "behind"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, err := w.Wait(ctxT(t, 300*time.Millisecond), nil); err == nil {
+			g.Release()
+			t.Fatalf("pid ns %d: took the token past a live ticket whose holder's pid was asked about here", ns)
+		}
+		w.Cancel()
 	}
 }
