@@ -11,39 +11,30 @@ import (
 	"github.com/gpu-hold/gpu-hold/device"
 )
 
-// devQueues maps, per pool resource, a device number to the queue of the
-// device whose own node it is.
-type devQueues map[string]map[uint64]string
-
-// poolQueues reads the device numbers of each pool device's own nodes.
-func poolQueues(pools map[string]device.Pool) devQueues {
-	out := devQueues{}
-	for res, p := range pools {
-		m := map[uint64]string{}
-		for _, d := range p.Devices {
-			for _, n := range d.Nodes {
-				if rdev, ok := rdevOf(n); ok {
-					m[rdev] = device.QueueName(res, d)
-				}
-			}
-		}
-		out[res] = m
-	}
-	return out
-}
+// devQueues is, per pool resource, its pool: whose each device's own
+// nodes are.
+type devQueues map[string]device.Pool
 
 // owner is the queue whose holder may hold node of resource, or "" when
-// any of the resource's holders may.
+// any of the resource's holders may. The device numbers are read now: a
+// driver reload may have renumbered the nodes since the guard started.
 func (q devQueues) owner(resource, node string) string {
-	m := q[resource]
-	if len(m) == 0 {
+	p, ok := q[resource]
+	if !ok {
 		return ""
 	}
 	rdev, ok := rdevOf(node)
 	if !ok {
 		return ""
 	}
-	return m[rdev]
+	for _, d := range p.Devices {
+		for _, n := range d.Nodes {
+			if r, ok := rdevOf(n); ok && r == rdev {
+				return device.QueueName(resource, d)
+			}
+		}
+	}
+	return ""
 }
 
 func rdevOf(path string) (uint64, bool) {

@@ -113,7 +113,7 @@ func New(o Options) (*Guard, error) {
 			}
 		}
 	}
-	g.devQueues = poolQueues(pools)
+	g.devQueues = devQueues(pools)
 	g.stats.untokened = map[[2]string]float64{}
 	g.stats.ended = map[[2]string]float64{}
 	g.stats.allowed = map[string]int{}
