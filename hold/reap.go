@@ -55,7 +55,14 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	log.Warn().Uint64("ticket", d.Seq).Str("label", d.Label).Msg("dead holder: the previous holder died without releasing; ending its lineage first")
 	rh := record.ReapedHold{HoldID: d.HoldID, Holder: d.Holder, Record: d.Record, At: time.Now()}
 
-	if holderAlive(d.Holder) {
+	switch {
+	case !holderAlive(d.Holder):
+	case d.Unheld:
+		// Its own user's process keeps the ticket locked and holds no lock
+		// of the queue: its payload's doing, or its user's own forgery.
+		// Either way its lineage is ended with that user's authority.
+		log.Warn().Msg("the dead holder's ticket names a live process that holds no lock of the queue (its payload made it so, or its user forged it): ending its lineage all the same")
+	default:
 		// The queue found this holder dead (its lock is gone), yet the
 		// identity the ticket names is alive: the ticket lies. End nothing.
 		log.Error().Msg("the dead holder's ticket names a live process as its holder (forged or damaged ticket): not ending anything for it")

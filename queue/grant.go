@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,7 +93,7 @@ func (g *grant) Unreaped() ([]Ticket, error) {
 		return nil, err
 	}
 	still := map[uint64]entry{}
-	for _, e := range snap.deadWhileHeld(g.e.Seq) {
+	for _, e := range snap.deadWhileHeld(g.q, g.e.Seq) {
 		still[e.Seq] = e
 	}
 	g.mu.Lock()
@@ -118,7 +119,7 @@ func (q *dirQueue) ReapDead() (Grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &grant{q: q, fd: -1, detached: true, dead: snap.dead()}, nil
+	return &grant{q: q, fd: -1, detached: true, dead: slices.Concat(snap.dead(), snap.unheld(q, 0))}, nil
 }
 
 // Release removes our ticket, then unlocks the token (explicitly, before
@@ -182,7 +183,7 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 		tok.close()
 		return nil, tagged(ErrNotDead, "%s holds the token of %s, alive (its token file was replaced)", h.Describe(), q.path)
 	}
-	dead := snap.deadWhileHeld(0)
+	dead := snap.deadWhileHeld(q, 0)
 	q.cleanup(snap)
 	// A ticket, granted from birth, so waiters see who holds the token and
 	// wake when it is released.

@@ -50,6 +50,12 @@ type Ticket struct {
 	// a holder of another namespace can only be told alive by its lock.
 	// 0: the reader's (tickets of earlier versions).
 	PidNS uint64 `json:"pid_ns,omitempty"`
+	// Unheld marks a dead holder handed on though the process its ticket
+	// names is alive: a granted ticket, kept locked, whose holder holds no
+	// lock of the queue (the token's, the directory's). A payload can make
+	// one of its own ticket (its user's file): a reap must end its lineage
+	// all the same, not take it for a forgery to leave alone.
+	Unheld bool `json:"-"`
 	// Published is when the directory queue's file was last published, as
 	// the kernel keeps it (its ctime, which no user can set back): a
 	// granted ticket's is its grant, before its payload started. Zero

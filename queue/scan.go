@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,8 +94,19 @@ func (m *markerFile) counts(e *entry) bool {
 type snapshot struct {
 	tickets []entry // valid tickets by seq
 	markers map[uint64][]markerFile
-	temps   []string // names of files being published
-	skipped []string // problem files, reported
+	temps   []string     // names of files being published
+	skipped []string     // problem files, reported
+	locks   map[int]bool // the pids holding the queue's locks (lockHolders), read once
+}
+
+// lockHolders is the pids that hold the token's or the directory's lock,
+// read once per snapshot (a read of /proc/locks may sleep for an RCU grace
+// period).
+func (s *snapshot) lockHolders(q *dirQueue) map[int]bool {
+	if s.locks == nil {
+		s.locks = q.lockHolders()
+	}
+	return s.locks
 }
 
 // names lists the directory.
@@ -318,7 +330,7 @@ func (s *snapshot) holder(q *dirQueue) *entry {
 	if len(hs) == 0 {
 		return nil
 	}
-	pids := q.lockHolders()
+	pids := s.lockHolders(q)
 	for _, e := range hs {
 		if pids[e.Holder.PID] {
 			return e
@@ -355,10 +367,35 @@ func (s *snapshot) dying(me uint64) []entry {
 	return out
 }
 
+// unheld lists the live granted tickets but seq me's, of this pid
+// namespace and not a pool's, whose holder runs, not exiting, but holds no
+// lock of the queue: a holder takes the token before its ticket says
+// granted and removes its ticket before it lets the token go, so such a
+// ticket holds nothing. Its process is not its gpu-hold: a payload that
+// rewrote its own ticket to name a process of its own keeping it locked,
+// then killed its gpu-hold (or a user's forgery naming its own process).
+// /proc/locks is read only when there is such a ticket to ask about.
+func (s *snapshot) unheld(q *dirQueue, me uint64) []entry {
+	var out []entry
+	for _, e := range s.tickets {
+		if !e.live || e.unprobed || !e.granted() || e.Seq == me || !here(&e) || len(e.Devices) > 0 || e.PoolSeq != 0 || s.reaped(&e) {
+			continue
+		}
+		if st, err := proc.ReadStat(e.Holder.PID); err != nil || st.Start != e.Holder.Start || st.Exiting() || st.Dead() {
+			continue // gone or dying: dead() or dying() has it
+		}
+		if !s.lockHolders(q)[e.Holder.PID] {
+			e.Unheld = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // deadWhileHeld is what the token's holder (seq me) is handed: the dead
-// holders and the dying ones, by seq.
-func (s *snapshot) deadWhileHeld(me uint64) []entry {
-	out := append(s.dead(), s.dying(me)...)
+// holders, the dying ones and the unheld ones, by seq.
+func (s *snapshot) deadWhileHeld(q *dirQueue, me uint64) []entry {
+	out := slices.Concat(s.dead(), s.dying(me), s.unheld(q, me))
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out
 }
@@ -389,7 +426,7 @@ func (q *dirQueue) Status() (Status, error) {
 			st.Waiters = append(st.Waiters, e.Ticket)
 		}
 	}
-	for _, e := range s.dead() {
+	for _, e := range slices.Concat(s.dead(), s.unheld(q, 0)) {
 		st.Dead = append(st.Dead, e.Ticket)
 	}
 	return st, nil

@@ -403,7 +403,7 @@ func (w *waiter) grant(tok *tokenLock) (Grant, error) {
 	if err := w.giveWay(snap); err != nil {
 		return nil, err // tok stays open, and locked: the caller lets it go
 	}
-	dead := snap.deadWhileHeld(w.e.Seq)
+	dead := snap.deadWhileHeld(w.q, w.e.Seq)
 	w.q.cleanup(snap)
 	t := w.e.Ticket
 	t.Granted = time.Now()

@@ -67,9 +67,9 @@ func killedHolder(t *testing.T, rg rig, f *fleet, res, child string) *fleetDead 
 
 // killedHolderWith is killedHolder with the payload's whole script (it
 // puts its TERM-ignoring child's pid in c, then ready), and lock (nil:
-// none) called on the holder's ticket file before the SIGKILL; the func
-// it returns is waited on after it.
-func killedHolderWith(t *testing.T, rg rig, f *fleet, res, body string, lock func(ticket string) (held func())) *fleetDead {
+// none) called on the holder's ticket file and the payload's scratch dir
+// before the SIGKILL; the func it returns is waited on after it.
+func killedHolderWith(t *testing.T, rg rig, f *fleet, res, body string, lock func(ticket, scratch string) (held func())) *fleetDead {
 	t.Helper()
 	prepRes(t, f, res) // root makes <dir>/<res>/, as a fleet's admin or first root hold does
 	a := &fleetDead{mark: newMark(t), d: openDir(t), uid: 0}
@@ -87,7 +87,7 @@ func killedHolderWith(t *testing.T, rg rig, f *fleet, res, body string, lock fun
 		if len(tickets) != 1 {
 			t.Fatalf("test shape: tickets %v on a fresh resource, want the holder's alone", tickets)
 		}
-		held = lock(tickets[0])
+		held = lock(tickets[0], a.d)
 	}
 	h.Signal(syscall.SIGKILL)
 	r := h.Wait(10 * time.Second)
@@ -274,7 +274,7 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 		res := "xe"
 		mark := newMark(t)
 		var stranger proc.Ident
-		a := killedHolderWith(t, f.Root, f, res, plainChild+"\nawait c\nput ready 1\nwait\n", func(ticket string) func() {
+		a := killedHolderWith(t, f.Root, f, res, plainChild+"\nawait c\nput ready 1\nwait\n", func(ticket, _ string) func() {
 			var held string
 			stranger, held = strangerLocks(t, f.A, mark, ticket)
 			return func() { waitFile(t, held, 10*time.Second) }
@@ -316,6 +316,36 @@ func TestFleetReapAcrossUsers(t *testing.T) {
 		}
 		killMarked(a.mark)
 		requireNoneLeft(t, markB)
+	})
+
+	// (b4) root's payload rewrites its own granted ticket (its user's file)
+	// to name, as its holder, a TERM-ignoring process of its own that keeps
+	// the ticket locked once its gpu-hold is SIGKILLed. Catches: a granted
+	// ticket that is live and names a live process, yet holds no lock of
+	// the queue, left alone as "not dead", so that no reap ever starts and
+	// the successor runs beside its lineage.
+	t.Run("root-payload-rewrites-its-ticket", func(t *testing.T) {
+		t.Parallel()
+		res := "xh"
+		body := fmt.Sprintf(`t=$(grep -l "$GPU_HOLD_ID" %q/t.*)
+(trap "" TERM; exec 9<"$t"; flock -x 9; : > "$GH_T/locked"; exec sleep 300) &
+l=$!
+put c $l
+s=$(cut -d' ' -f22 /proc/$l/stat)
+new=$(sed "s/\"holder\":{[^}]*}/\"holder\":{\"pid\":$l,\"start\":$s}/" "$t")
+echo "$new" > "$t"
+put ready 1
+wait
+`, filepath.Join(f.Dir, res))
+		a := killedHolderWith(t, f.Root, f, res, body, func(_, scratch string) func() {
+			return func() { waitFile(t, filepath.Join(scratch, "locked"), 10*time.Second) }
+		})
+		markR, d := newMark(t), openDir(t)
+		r := f.Root.start(t, f.Dir, markR, d, "-r", res, "-l", "r", "-w", "20s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", script(t, d, "scan.sh", e10Scan(a.mark))[1]).Wait(30 * time.Second)
+		requireEnd(t, r, 0, false)
+		requireAliveScan(t, d)
+		requireNoneLeft(t, a.mark)
+		requireNoneLeft(t, markR)
 	})
 
 	// (c) A's holder dies; a root successor ends A's lineage itself (no
