@@ -97,14 +97,15 @@ type snapshot struct {
 	temps   []string     // names of files being published
 	skipped []string     // problem files, reported
 	locks   map[int]bool // the pids holding the queue's locks (lockHolders), read once
+	read    bool         // locks was read (nil: /proc/locks cannot be)
 }
 
 // lockHolders is the pids that hold the token's or the directory's lock,
 // read once per snapshot (a read of /proc/locks may sleep for an RCU grace
 // period).
 func (s *snapshot) lockHolders(q *dirQueue) map[int]bool {
-	if s.locks == nil {
-		s.locks = q.lockHolders()
+	if !s.read {
+		s.locks, s.read = q.lockHolders(), true
 	}
 	return s.locks
 }
@@ -384,7 +385,8 @@ func (s *snapshot) unheld(q *dirQueue, me uint64) []entry {
 		if st, err := proc.ReadStat(e.Holder.PID); err != nil || st.Start != e.Holder.Start || st.Exiting() || st.Dead() {
 			continue // gone or dying: dead() or dying() has it
 		}
-		if !s.lockHolders(q)[e.Holder.PID] {
+		// Without /proc/locks nothing is known to hold nothing.
+		if pids := s.lockHolders(q); pids != nil && !pids[e.Holder.PID] {
 			e.Unheld = true
 			out = append(out, e)
 		}

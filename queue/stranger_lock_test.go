@@ -7,6 +7,7 @@ package queue
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,5 +184,44 @@ func TestTicketOfAnotherPidNamespace(t *testing.T) {
 			t.Fatalf("pid ns %d: took the token past a live ticket whose holder's pid was asked about here", ns)
 		}
 		w.Cancel()
+	}
+}
+
+// A granted ticket, kept locked, that names a live process of its user
+// holding no lock of the queue (what a payload can make of its own
+// ticket) is a dead holder; unless /proc/locks cannot be read, when
+// nothing is known to hold nothing.
+func TestUnheldGrantedTicketIsDead(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	st, err := proc.ReadStat(sleeper.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: st.Ident, PidNS: ownPidNS(), Label: "unheld", Created: time.Now(), Granted: time.Now()})
+	path := filepath.Join(q.path, ticketName(1))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := q.Status(); len(s.Dead) != 1 || !s.Dead[0].Unheld {
+		t.Errorf("dead %+v, want the unheld granted ticket", s.Dead)
+	}
+	old := lockTable
+	lockTable = filepath.Join(t.TempDir(), "no-locks")
+	defer func() { lockTable = old }()
+	if s, _ := q.Status(); len(s.Dead) != 0 {
+		t.Errorf("dead %+v without /proc/locks: nothing is known to hold nothing", s.Dead)
 	}
 }

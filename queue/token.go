@@ -147,7 +147,7 @@ func (q *dirQueue) tokenLockPID() int {
 }
 
 // lockHolders returns the processes that hold the token's flock or the
-// directory's (the guard), from /proc/locks.
+// directory's (the guard), from /proc/locks; nil when it cannot be read.
 func (q *dirQueue) lockHolders() map[int]bool {
 	var files []lockKey
 	var st unix.Stat_t
@@ -158,14 +158,16 @@ func (q *dirQueue) lockHolders() map[int]bool {
 		files = append(files, keyOf(st.Dev, st.Ino))
 	}
 	pids := map[int]bool{}
-	eachLock(func(key lockKey, pid int) bool {
+	if !eachLock(func(key lockKey, pid int) bool {
 		for _, f := range files {
 			if key == f {
 				pids[pid] = true
 			}
 		}
 		return true
-	})
+	}) {
+		return nil // unknown, not "nobody"
+	}
 	return pids
 }
 
@@ -192,11 +194,11 @@ func lockPID(dev, ino uint64) int {
 var lockTable = "/proc/locks"
 
 // eachLock calls fn with every flock held (not requested) in /proc/locks
-// until fn returns false.
-func eachLock(fn func(key lockKey, pid int) bool) {
+// until fn returns false; false when the table cannot be read.
+func eachLock(fn func(key lockKey, pid int) bool) bool {
 	f, err := os.Open(lockTable)
 	if err != nil {
-		return
+		return false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -208,7 +210,8 @@ func eachLock(fn func(key lockKey, pid int) bool) {
 			continue
 		}
 		if pid, err := strconv.Atoi(fs[4]); err == nil && pid > 0 && !fn(lockKey(fs[5]), pid) {
-			return
+			return true
 		}
 	}
+	return sc.Err() == nil
 }

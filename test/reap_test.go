@@ -404,6 +404,9 @@ func routeE10Reap(t *testing.T, rg rig) {
 	markC := newMark(t)
 	hc := rg.start(t, q, markC, d, holdArgs(script(t, d, "c.sh", `put live $$; exec sleep 300`), "-w", "3s", "-g", "1s")...)
 	live := readPid(t, filepath.Join(d, "live"), 10*time.Second)
+	// Once it runs sleep, put's mv has exited: it is not counted before
+	// and gone after (seen once in CI).
+	waitComm(t, live, "sleep", 10*time.Second)
 	before := marked(markC)
 	r = ghRun(t, "--dir", q, "--log-format", "json", "reap", "-g", "1s")
 	// Nothing happens, as reap's help says, and that is no failure.
