@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -320,28 +319,8 @@ func TestTicketAndTokenRemovedUnderHolder(t *testing.T) {
 // neither the token nor the directory, so a waiter still takes the token.
 func TestForgedGrantedTicketIsNoHolder(t *testing.T) {
 	q := openQ(t, t.TempDir(), "gpu")
-	sleeper := exec.Command("sleep", "60")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	st, err := proc.ReadStat(sleeper.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: st.Ident, Label: "forged", Created: time.Now(), Granted: time.Now()})
-	path := filepath.Join(q.path, ticketName(1))
-	if err := os.WriteFile(path, forged, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path) // its forger keeps it locked: a live ticket
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	// Its forger keeps it locked: a live ticket.
+	plantLocked(t, q, Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: sleeperIdent(t), Label: "forged", Created: time.Now(), Granted: time.Now()}, os.Geteuid())
 	if st, _ := q.Status(); st.Holder != nil {
 		t.Errorf("queue shows the forged ticket as the holder: %+v", st.Holder)
 	}

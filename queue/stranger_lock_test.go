@@ -108,26 +108,11 @@ func TestForgedTicketNamingAnotherUsersHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	const forger = 65534
-	path := filepath.Join(q.path, ticketName(1))
 	// It claims the reader's pid namespace (its holder can be asked about:
 	// it is forged), none (an earlier version's), or another: in none of
 	// them is it the holder.
 	for _, ns := range []uint64{ownPidNS(), 0, ownPidNS() + 1} {
-		b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: forger, Holder: st.Ident, PidNS: ns, Label: "forged", Created: time.Now(), Granted: time.Now()})
-		os.Remove(path)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(path, forger, forger); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-			t.Fatal(err)
-		}
+		f := plantLocked(t, q, Ticket{Seq: 1, Resource: "gpu", UID: forger, Holder: st.Ident, PidNS: ns, Label: "forged", Created: time.Now(), Granted: time.Now()}, forger)
 		status, err := q.Status()
 		f.Close()
 		if err != nil {
@@ -159,19 +144,8 @@ func TestDescribeShowsNoControlCharacters(t *testing.T) {
 func TestTicketOfAnotherPidNamespace(t *testing.T) {
 	for _, ns := range []uint64{ownPidNS() + 1, 0} {
 		q := openQ(t, t.TempDir(), "gpu")
-		b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: proc.Ident{PID: 1 << 22, Start: 7}, PidNS: ns, Label: "container", Created: time.Now()})
-		path := filepath.Join(q.path, ticketName(1))
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Open(path) // its holder, in its namespace, keeps it locked
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-			t.Fatal(err)
-		}
+		// Its holder, in its namespace, keeps it locked.
+		plantLocked(t, q, Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: proc.Ident{PID: 1 << 22, Start: 7}, PidNS: ns, Label: "container", Created: time.Now()}, os.Geteuid())
 		if st, _ := q.Status(); len(st.Waiters) != 1 {
 			t.Errorf("pid ns %d: waiters %+v, want the other namespace's ticket", ns, st.Waiters)
 		}
@@ -193,28 +167,7 @@ func TestTicketOfAnotherPidNamespace(t *testing.T) {
 // nothing is known to hold nothing.
 func TestUnheldGrantedTicketIsDead(t *testing.T) {
 	q := openQ(t, t.TempDir(), "gpu")
-	sleeper := exec.Command("sleep", "60")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	st, err := proc.ReadStat(sleeper.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: st.Ident, PidNS: ownPidNS(), Label: "unheld", Created: time.Now(), Granted: time.Now()})
-	path := filepath.Join(q.path, ticketName(1))
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	plantLocked(t, q, Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: sleeperIdent(t), PidNS: ownPidNS(), Label: "unheld", Created: time.Now(), Granted: time.Now()}, os.Geteuid())
 	if s, _ := q.Status(); len(s.Dead) != 1 || !s.Dead[0].Unheld {
 		t.Errorf("dead %+v, want the unheld granted ticket", s.Dead)
 	}
@@ -224,4 +177,45 @@ func TestUnheldGrantedTicketIsDead(t *testing.T) {
 	if s, _ := q.Status(); len(s.Dead) != 0 {
 		t.Errorf("dead %+v without /proc/locks: nothing is known to hold nothing", s.Dead)
 	}
+}
+
+// sleeperIdent starts a process that sleeps until the test ends and
+// returns its identity.
+func sleeperIdent(t *testing.T) proc.Ident {
+	t.Helper()
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	st, err := proc.ReadStat(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Ident
+}
+
+// plantLocked writes tk as ticket tk.Seq's file (owned by uid) and keeps
+// it locked, as its writer's live process would, until the test ends or
+// the returned file is closed.
+func plantLocked(t *testing.T, q *testQueue, tk Ticket, uid int) *os.File {
+	t.Helper()
+	b, _ := json.Marshal(tk)
+	path := filepath.Join(q.path, ticketName(tk.Seq))
+	os.Remove(path)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
