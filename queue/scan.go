@@ -369,17 +369,18 @@ func (s *snapshot) dying(me uint64) []entry {
 }
 
 // unheld lists the live granted tickets but seq me's, of this pid
-// namespace and not a pool's, whose holder runs, not exiting, but holds no
-// lock of the queue: a holder takes the token before its ticket says
-// granted and removes its ticket before it lets the token go, so such a
-// ticket holds nothing. Its process is not its gpu-hold: a payload that
+// namespace, whose holder runs, not exiting, but holds no lock of the
+// queue: a holder takes the token before its ticket says granted and
+// removes its ticket before it lets the token go (a pool hold's device
+// ticket too, on its device's queue; the pool ticket itself is never
+// granted), so such a ticket holds nothing. Its process is not its gpu-hold: a payload that
 // rewrote its own ticket to name a process of its own keeping it locked,
 // then killed its gpu-hold (or a user's forgery naming its own process).
 // /proc/locks is read only when there is such a ticket to ask about.
 func (s *snapshot) unheld(q *dirQueue, me uint64) []entry {
 	var out []entry
 	for _, e := range s.tickets {
-		if !e.live || e.unprobed || !e.granted() || e.Seq == me || !here(&e) || len(e.Devices) > 0 || e.PoolSeq != 0 || s.reaped(&e) {
+		if !e.live || e.unprobed || !e.granted() || e.Seq == me || !here(&e) || len(e.Devices) > 0 || s.reaped(&e) {
 			continue
 		}
 		if st, err := proc.ReadStat(e.Holder.PID); err != nil || st.Start != e.Holder.Start || st.Exiting() || st.Dead() {

@@ -163,13 +163,19 @@ func TestTicketOfAnotherPidNamespace(t *testing.T) {
 
 // A granted ticket, kept locked, that names a live process of its user
 // holding no lock of the queue (what a payload can make of its own
-// ticket) is a dead holder; unless /proc/locks cannot be read, when
-// nothing is known to hold nothing.
+// ticket, a pool hold's device ticket among them) is a dead holder;
+// unless /proc/locks cannot be read, when nothing is known to hold
+// nothing.
 func TestUnheldGrantedTicketIsDead(t *testing.T) {
 	q := openQ(t, t.TempDir(), "gpu")
 	plantLocked(t, q, Ticket{Seq: 1, Resource: "gpu", UID: os.Geteuid(), Holder: sleeperIdent(t), PidNS: ownPidNS(), Label: "unheld", Created: time.Now(), Granted: time.Now()}, os.Geteuid())
 	if s, _ := q.Status(); len(s.Dead) != 1 || !s.Dead[0].Unheld {
 		t.Errorf("dead %+v, want the unheld granted ticket", s.Dead)
+	}
+	dq := openQ(t, t.TempDir(), "gpu.d1") // a pool device's queue
+	plantLocked(t, dq, Ticket{Seq: 1, Resource: "gpu.d1", UID: os.Geteuid(), Holder: sleeperIdent(t), PidNS: ownPidNS(), PoolSeq: 4, Label: "unheld device", Created: time.Now(), Granted: time.Now()}, os.Geteuid())
+	if s, _ := dq.Status(); len(s.Dead) != 1 || !s.Dead[0].Unheld {
+		t.Errorf("device queue: dead %+v, want the unheld granted device ticket", s.Dead)
 	}
 	old := lockTable
 	lockTable = filepath.Join(t.TempDir(), "no-locks")
