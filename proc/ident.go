@@ -180,20 +180,10 @@ func UID(pid int) int {
 	return int(st.Uid)
 }
 
-// EUID returns pid's effective uid from its status, or -1 when it cannot
-// be read. Unlike UID it holds for a process that is not dumpable, whose
-// /proc directory is root's whatever its uid.
+// EUID returns pid's effective uid as its status states it, or -1 when
+// it cannot be read.
 func EUID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return -1
-	}
-	_, rest, ok := strings.Cut(string(b), "\nUid:")
-	if !ok {
-		return -1
-	}
-	line, _, _ := strings.Cut(rest, "\n")
-	f := strings.Fields(line)
+	f := statusUIDs(pid)
 	if len(f) < 2 {
 		return -1
 	}
@@ -202,6 +192,21 @@ func EUID(pid int) int {
 		return -1
 	}
 	return uid
+}
+
+// statusUIDs is the fields of pid's status "Uid:" line (real, effective,
+// saved, filesystem), nil when it cannot be read.
+func statusUIDs(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil
+	}
+	_, rest, ok := strings.Cut(string(b), "\nUid:")
+	if !ok {
+		return nil
+	}
+	line, _, _ := strings.Cut(rest, "\n")
+	return strings.Fields(line)
 }
 
 // OwnIDs reports whether pid's real, effective and saved user and group
@@ -244,16 +249,7 @@ func UserRuns(uid int) bool {
 		if found || st.Dead() {
 			return
 		}
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/status")
-		if err != nil {
-			return
-		}
-		_, rest, ok := strings.Cut(string(b), "\nUid:")
-		if !ok {
-			return
-		}
-		line, _, _ := strings.Cut(rest, "\n")
-		f := strings.Fields(line)
+		f := statusUIDs(st.PID)
 		found = len(f) >= 3 && (f[0] == want || f[1] == want || f[2] == want)
 	})
 	return found

@@ -340,12 +340,8 @@ wait
 		a := killedHolderWith(t, f.Root, f, res, body, func(_, scratch string) func() {
 			return func() { waitFile(t, filepath.Join(scratch, "locked"), 10*time.Second) }
 		})
-		markR, d := newMark(t), openDir(t)
-		r := f.Root.start(t, f.Dir, markR, d, "-r", res, "-l", "r", "-w", "20s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", script(t, d, "scan.sh", e10Scan(a.mark))[1]).Wait(30 * time.Second)
-		requireEnd(t, r, 0, false)
-		requireAliveScan(t, d)
+		rootSuccessorFindsNone(t, f, res, "r", a.mark)
 		requireNoneLeft(t, a.mark)
-		requireNoneLeft(t, markR)
 	})
 
 	// (c) A's holder dies; a root successor ends A's lineage itself (no
@@ -354,13 +350,9 @@ wait
 		t.Parallel()
 		res := "xc"
 		a := killedHolder(t, f.A, f, res, sigwhoChild(prog))
-		markR, d := newMark(t), openDir(t)
-		r := f.Root.start(t, f.Dir, markR, d, "-r", res, "-l", "r", "-w", "20s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", script(t, d, "scan.sh", e10Scan(a.mark))[1]).Wait(30 * time.Second)
-		requireEnd(t, r, 0, false)
-		requireAliveScan(t, d)
+		rootSuccessorFindsNone(t, f, res, "r", a.mark)
 		requireSignalledAs(t, a.d, uidA, "the root successor")
 		requireNoneLeft(t, a.mark)
-		requireNoneLeft(t, markR)
 	})
 
 	// (d) -w bounds the blocked wait: B gives up with 75, A still dead.
@@ -590,4 +582,16 @@ func strangerLocks(t *testing.T, rg rig, mark, ticket string) (proc.Ident, strin
 		t.Fatal(err)
 	}
 	return st.Ident, filepath.Join(d, "held")
+}
+
+// rootSuccessorFindsNone runs a root hold on res of f behind a dead holder
+// whose processes carry deadMark: it must exit 0, and its payload must
+// find none of them alive when it starts (the reap came first).
+func rootSuccessorFindsNone(t *testing.T, f *fleet, res, label, deadMark string) {
+	t.Helper()
+	markR, d := newMark(t), openDir(t)
+	r := f.Root.start(t, f.Dir, markR, d, "-r", res, "-l", label, "-w", "20s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", script(t, d, "scan.sh", e10Scan(deadMark))[1]).Wait(30 * time.Second)
+	requireEnd(t, r, 0, false)
+	requireAliveScan(t, d)
+	requireNoneLeft(t, markR)
 }
