@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -119,7 +118,7 @@ func (q *dirQueue) ReapDead() (Grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &grant{q: q, fd: -1, detached: true, dead: slices.Concat(snap.dead(), snap.unheld(q, 0))}, nil
+	return &grant{q: q, fd: -1, detached: true, dead: snap.deadOrUnheld(q)}, nil
 }
 
 // Release removes our ticket, then unlocks the token (explicitly, before

@@ -57,7 +57,7 @@ func (p *Pool) Status() (PoolStatus, error) {
 			ds.Holder = &t
 		}
 		if s, err := p.devs[i].scan(); err == nil {
-			for _, e := range s.dead() {
+			for _, e := range s.deadOrUnheld(p.devs[i]) {
 				ds.Dead = append(ds.Dead, e.Ticket)
 			}
 		}

@@ -395,6 +395,12 @@ func (s *snapshot) unheld(q *dirQueue, me uint64) []entry {
 	return out
 }
 
+// deadOrUnheld is every dead holder a reader outside the token sees: the
+// dead and the unheld (what Status shows and a reap ends).
+func (s *snapshot) deadOrUnheld(q *dirQueue) []entry {
+	return slices.Concat(s.dead(), s.unheld(q, 0))
+}
+
 // deadWhileHeld is what the token's holder (seq me) is handed: the dead
 // holders, the dying ones and the unheld ones, by seq.
 func (s *snapshot) deadWhileHeld(q *dirQueue, me uint64) []entry {
@@ -429,7 +435,7 @@ func (q *dirQueue) Status() (Status, error) {
 			st.Waiters = append(st.Waiters, e.Ticket)
 		}
 	}
-	for _, e := range slices.Concat(s.dead(), s.unheld(q, 0)) {
+	for _, e := range s.deadOrUnheld(q) {
 		st.Dead = append(st.Dead, e.Ticket)
 	}
 	return st, nil

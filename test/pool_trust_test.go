@@ -2,7 +2,8 @@
 // that claim pool devices: a granted ticket of its own on a device's queue,
 // kept locked, and a pool ticket that says it runs on that device. Neither
 // gives it the device or keeps anyone from it, and the device a real holder
-// of another user has stays that holder's.
+// of another user has stays that holder's. And a pool payload that rewrites
+// its own tickets to outlive its gpu-hold is still reaped.
 package test
 
 import (
@@ -110,4 +111,36 @@ func TestFleetPoolForgedClaims(t *testing.T) {
 	if r := a.Wait(30 * time.Second); r.Code != 0 {
 		t.Fatalf("uidA's hold exited %d\n%s", r.Code, r.Stderr)
 	}
+}
+
+// A root pool hold's payload rewrites its pool and device tickets to name,
+// as their holder, a TERM-ignoring process of its own that keeps them
+// locked once its gpu-hold is SIGKILLed. Catches: a device ticket that is
+// live and names a live process, yet holds no lock of its device's queue,
+// left alone as "not dead", so that the successor given that device runs
+// beside the lineage (queue's unit test covers one device queue; this is
+// the pool's grant end to end).
+func TestFleetPoolPayloadRewritesItsTickets(t *testing.T) {
+	f := newFleet(t, "proc")
+	fleetPool(t, f, 2)
+	body := fmt.Sprintf(`ts=$(grep -l "$GPU_HOLD_ID" %[1]q/gpu/t.* %[1]q/gpu.d*/t.*)
+(trap "" TERM; for t in $ts; do exec {fd}<"$t"; flock -x $fd; done; : > "$GH_T/locked"; exec sleep 300) &
+l=$!
+put c $l
+s=$(cut -d' ' -f22 /proc/$l/stat)
+for t in $ts; do
+	new=$(sed "s/\"holder\":{[^}]*}/\"holder\":{\"pid\":$l,\"start\":$s}/" "$t")
+	echo "$new" > "$t"
+done
+put ready 1
+wait
+`, f.Dir)
+	a := sigkilledHolder(t, f.Root, f, "gpu", body, func(_, scratch string) func() {
+		return func() { waitFile(t, filepath.Join(scratch, "locked"), 10*time.Second) }
+	})
+	if dev := poolStatus(t, f.Dir).Devices[0]; len(dev.Dead) != 1 || dev.Dead[0].PoolSeq != a.seq {
+		t.Errorf("gpu-hold queue --json shows device 0 as %+v; want the device ticket of pool ticket %d, rewritten and locked by the payload's own process, among its dead", dev, a.seq)
+	}
+	rootSuccessorFindsNone(t, f, "gpu", "r", a.mark, "-n", "2") // both devices: the rewritten one among them
+	requireNoneLeft(t, a.mark)
 }

@@ -71,6 +71,17 @@ func killedHolder(t *testing.T, rg rig, f *fleet, res, child string) *fleetDead 
 // before the SIGKILL; the func it returns is waited on after it.
 func killedHolderWith(t *testing.T, rg rig, f *fleet, res, body string, lock func(ticket, scratch string) (held func())) *fleetDead {
 	t.Helper()
+	a := sigkilledHolder(t, rg, f, res, body, lock)
+	if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, a.seq) {
+		t.Fatalf("gpu-hold queue --json does not list the SIGKILLed holder (ticket %d) as dead (nor may another uid's lock on its ticket keep it alive): %+v", a.seq, st)
+	}
+	return a
+}
+
+// sigkilledHolder is killedHolderWith but the check that the queue lists
+// the holder as dead (a pool's status is shaped otherwise).
+func sigkilledHolder(t *testing.T, rg rig, f *fleet, res, body string, lock func(ticket, scratch string) (held func())) *fleetDead {
+	t.Helper()
 	prepRes(t, f, res) // root makes <dir>/<res>/, as a fleet's admin or first root hold does
 	a := &fleetDead{mark: newMark(t), d: openDir(t), uid: 0}
 	if rg.Cred != nil {
@@ -109,9 +120,6 @@ func killedHolderWith(t *testing.T, rg rig, f *fleet, res, body string, lock fun
 	}
 	if !proc.Alive(a.child) {
 		t.Fatalf("test shape: the dead holder's TERM-ignoring child (pid %d) is not alive", a.child.PID)
-	}
-	if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, a.seq) {
-		t.Fatalf("gpu-hold queue --json does not list the SIGKILLed holder (ticket %d) as dead (nor may another uid's lock on its ticket keep it alive): %+v", a.seq, st)
 	}
 	return a
 }
@@ -587,10 +595,11 @@ func strangerLocks(t *testing.T, rg rig, mark, ticket string) (proc.Ident, strin
 // rootSuccessorFindsNone runs a root hold on res of f behind a dead holder
 // whose processes carry deadMark: it must exit 0, and its payload must
 // find none of them alive when it starts (the reap came first).
-func rootSuccessorFindsNone(t *testing.T, f *fleet, res, label, deadMark string) {
+func rootSuccessorFindsNone(t *testing.T, f *fleet, res, label, deadMark string, flags ...string) {
 	t.Helper()
 	markR, d := newMark(t), openDir(t)
-	r := f.Root.start(t, f.Dir, markR, d, "-r", res, "-l", label, "-w", "20s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", script(t, d, "scan.sh", e10Scan(deadMark))[1]).Wait(30 * time.Second)
+	args := append([]string{"-r", res, "-l", label, "-w", "20s", "-g", "1s", "--survivor-wait", "1s"}, flags...)
+	r := f.Root.start(t, f.Dir, markR, d, append(args, "--", "bash", script(t, d, "scan.sh", e10Scan(deadMark))[1])...).Wait(30 * time.Second)
 	requireEnd(t, r, 0, false)
 	requireAliveScan(t, d)
 	requireNoneLeft(t, markR)
