@@ -55,6 +55,8 @@ func helperMain(mode string) int {
 		return poolHelper(say, label)
 	case "snipe":
 		return snipeHelper(say, filepath.Join(os.Getenv("QH_DIR"), os.Getenv("QH_RES")))
+	case "hidepid":
+		return hidepidHelper(say)
 	}
 	switch mode {
 	case "cancel":
