@@ -180,20 +180,6 @@ func UID(pid int) int {
 	return int(st.Uid)
 }
 
-// EUID returns pid's effective uid as its status states it, or -1 when
-// it cannot be read.
-func EUID(pid int) int {
-	f := statusUIDs(pid)
-	if len(f) < 2 {
-		return -1
-	}
-	uid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return -1
-	}
-	return uid
-}
-
 // statusUIDs is the fields of pid's status "Uid:" line (real, effective,
 // saved, filesystem), nil when it cannot be read.
 func statusUIDs(pid int) []string {

@@ -40,7 +40,7 @@ func holderLive(e *entry) (alive bool, forged string) {
 	case st.Start != e.Holder.Start || st.Dead():
 		return false, ""
 	}
-	uid := proc.EUID(st.PID) // as status states it: some of a non-dumpable hold's /proc is root's
+	uid := proc.EUID(st.PID) // its credentials: a non-dumpable hold's /proc is root's
 	switch {
 	case uid < 0:
 		return hidden(st.PID), ""
