@@ -28,15 +28,24 @@ func TestEUIDIsTheEffectiveUID(t *testing.T) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	pid := cmd.Process.Pid
 	waitExec(t, pid, "sleep")
-	if uid, ok := pidfdEUID(pid); ok && uid != 65534 {
+	st, err := ReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Open(st.Ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if uid, ok := pidfdEUID(h.FD); ok && uid != 65534 {
 		t.Errorf("the pidfd says effective uid %d, want 65534 (real uid 0)", uid)
 	} else if !ok && pidfdInfoExpected() {
 		t.Errorf("the pidfd did not answer on Linux %s (PIDFD_GET_INFO is 6.13's)", release())
 	}
 	noPidfdInfo.Store(true)
 	defer noPidfdInfo.Store(false)
-	if uid := EUID(pid); uid != 65534 {
-		t.Errorf("the status says effective uid %d, want 65534 (real uid 0)", uid)
+	if uid, err := EUIDOf(st.Ident); uid != 65534 {
+		t.Errorf("the status says effective uid %d (%v), want 65534 (real uid 0)", uid, err)
 	}
 }
 

@@ -6,6 +6,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -33,32 +34,17 @@ func here(e *entry) bool { return e.PidNS != 0 && e.PidNS == ownPidNS() }
 // user than the ticket's. A process /proc hides from this reader (hidepid)
 // cannot be told from its holder: it counts as alive, as its lock says.
 func holderLive(e *entry) (alive bool, forged string) {
-	st, err := proc.ReadStat(e.Holder.PID)
+	// Its credentials, not /proc's owner: a non-dumpable hold's /proc is root's.
+	uid, err := proc.EUIDOf(e.Holder)
 	switch {
+	case errors.Is(err, proc.ErrHidden):
+		return true, ""
 	case err != nil:
-		return hidden(e.Holder.PID), ""
-	case st.Start != e.Holder.Start || st.Dead():
 		return false, ""
-	}
-	uid := proc.EUID(st.PID) // its credentials: a non-dumpable hold's /proc is root's
-	switch {
-	case uid < 0:
-		return hidden(st.PID), ""
 	case uid != e.UID:
-		return true, fmt.Sprintf("it names process %d (of uid %d) as its holder, not a process of its own uid %d (forged?)", st.PID, uid, e.UID)
+		return true, fmt.Sprintf("it names process %d (of uid %d) as its holder, not a process of its own uid %d (forged?)", e.Holder.PID, uid, e.UID)
 	}
 	return true, ""
-}
-
-// hidden reports whether pid names a process this reader's /proc does not
-// show: pidfd_open asks the kernel itself, which hides no process.
-func hidden(pid int) bool {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return false // gone (ESRCH), or no way to tell: its lock is not believed
-	}
-	unix.Close(fd)
-	return true
 }
 
 // checkLock settles e.live for a ticket whose lock is held: false when its
