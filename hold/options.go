@@ -28,8 +28,8 @@ type Options struct {
 	Cmd          []string
 
 	Dump        string        // record path ("" = records dir of the resource)
-	KeepRecords int           // records kept per resource (0 = default)
-	RecordAge   time.Duration // records older than this are pruned (0 = no age bound)
+	KeepRecords int           // this user's records kept per resource (0 = no count limit)
+	RecordAge   time.Duration // this user's records older than this are pruned (0 = no age bound)
 
 	Devices       []string      // --device: replaces the resource's device list
 	Count         int           // --count: devices of the resource's pool (0: 1)
@@ -60,7 +60,7 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--max-hold", o.MaxHold}, {"--wait", o.Wait}, {"--grace", o.Grace}, {"--survivor-wait", o.SurvivorWait}, {"--device-wait", o.DeviceWait}, {"--lost-grace", o.LostGrace}} {
+	}{{"--max-hold", o.MaxHold}, {"--wait", o.Wait}, {"--grace", o.Grace}, {"--survivor-wait", o.SurvivorWait}, {"--device-wait", o.DeviceWait}, {"--lost-grace", o.LostGrace}, {"--record-age", o.RecordAge}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s must not be negative (got %v): use 0 for none", d.name, d.v)
 		}
@@ -74,6 +74,9 @@ func (o *Options) Validate() error {
 	case "auto", "on", "off":
 	default:
 		return fmt.Errorf("--cgroup %q is not one of auto, on, off", o.Cgroup)
+	}
+	if o.KeepRecords < 0 {
+		return fmt.Errorf("--keep-records must not be negative (got %d): use 0 for no count limit", o.KeepRecords)
 	}
 	if o.Count < 0 {
 		return fmt.Errorf("--count must be at least 1 (got %d)", o.Count)

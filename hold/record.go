@@ -78,14 +78,12 @@ func queueGroup(dir string) int {
 
 // prune applies the retention to the resource's records directory (after
 // the release: no one waits for it). The records dir is never followed
-// when it is a symlink, and only this uid's records go.
+// when it is a symlink; whose records go is retention.go's.
 func (r *recorder) prune(o *Options, path string) {
 	if o.Dump != "" || path == "" {
 		return
 	}
-	if err := record.PruneRecords(filepath.Dir(path), o.KeepRecords, o.RecordAge); err != nil {
-		o.Log.Warn().Err(err).Msg("cannot prune old records")
-	}
+	pruneRecords(o, filepath.Dir(path))
 }
 
 func (r *recorder) update(fn func(*record.HoldInfo)) {

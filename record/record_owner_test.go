@@ -62,7 +62,7 @@ func TestPruneOnlyOwnRecords(t *testing.T) {
 	}
 	asUID(t, os.Geteuid()+4000)
 	os.Chown(filepath.Join(dir, "mine.jsonl"), os.Geteuid()+4000, -1)
-	if err := PruneRecords(dir, 0, time.Hour); err != nil {
+	if err := PruneRecords(dir, geteuid(), Retention{MaxAge: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "theirs.jsonl")); err != nil {

@@ -1,7 +1,8 @@
-// record_prune.go owns the retention of a records directory: finished
-// records beyond a count or older than an age are removed; a record still
-// being written, or one whose holder died before it was reaped, is kept;
-// another user's record, or anything but a regular file, is never touched.
+// record_prune.go owns the retention of a records directory: one owner's
+// (or, for root, every owner's) finished records beyond a count or older
+// than an age are removed; a record still being written, or one whose
+// holder died before it was reaped, is kept; anything but a regular file
+// is never touched.
 package record
 
 import (
@@ -19,15 +20,27 @@ import (
 	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
-// PruneRecords removes finished records (*.jsonl whose last line is an end
-// line) from dir: those beyond the keep newest (keep <= 0: no count limit),
-// and any older than maxAge (maxAge <= 0: no age limit). A record that is
-// locked (its writer lives) or unfinished (its holder died and no reaper
-// closed it yet) is never removed: it is what a reaper needs. Only the
-// records that would go are opened, so a hold pays little for a full
+// Retention bounds a records directory: the Keep newest finished records
+// stay (Keep <= 0: no count limit), and finished records older than MaxAge
+// go (MaxAge <= 0: no age limit).
+type Retention struct {
+	Keep   int
+	MaxAge time.Duration
+}
+
+// EveryOwner, as the owner PruneRecords prunes, is every user: the fleet's
+// retention, which only root applies.
+const EveryOwner = -1
+
+// PruneRecords removes owner's finished records (*.jsonl whose last line is
+// an end line, owned by uid owner; EveryOwner: anyone's) from dir: those
+// beyond ret.Keep newest of them, and any older than ret.MaxAge. A record
+// that is locked (its writer lives) or unfinished (its holder died and no
+// reaper closed it yet) is never removed: it is what a reaper needs. Only
+// the records that would go are opened, so a hold pays little for a full
 // directory. A missing dir is not an error; dir itself is never followed
 // when it is a symlink (see PruneRecordsAt for what is removed).
-func PruneRecords(dir string, keep int, maxAge time.Duration) error {
+func PruneRecords(dir string, owner int, ret Retention) error {
 	d, err := safefs.OpenDirNoFollow(dir)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -40,7 +53,7 @@ func PruneRecords(dir string, keep int, maxAge time.Duration) error {
 		return fmt.Errorf("cannot open records dir %s to prune it: %v", dir, err)
 	}
 	defer d.Close()
-	return PruneRecordsAt(d, keep, maxAge)
+	return PruneRecordsAt(d, owner, ret)
 }
 
 // prunable is a record PruneRecordsAt may remove.
@@ -50,11 +63,16 @@ type prunable struct {
 }
 
 // PruneRecordsAt is PruneRecords in an open records dir. It removes only
-// regular files named like records and owned by this process's euid (root
-// may prune any): another user's record is theirs to keep. Each is
-// unlinked relative to d, and only while it is still the file checked.
-func PruneRecordsAt(d *safefs.Dir, keep int, maxAge time.Duration) error {
-	all, err := prunables(d)
+// regular files named like records and owned by owner: a job's retention
+// (owner its own uid, root's too) leaves another user's record to them;
+// EveryOwner is refused but to root. Each is unlinked relative to d, and
+// only while it is still the file checked.
+func PruneRecordsAt(d *safefs.Dir, owner int, ret Retention) error {
+	if owner == EveryOwner && geteuid() != 0 {
+		return fmt.Errorf("pruning every user's records in %s as uid %d: only root applies the directory's retention", d.Path(), geteuid())
+	}
+	keep, maxAge := ret.Keep, ret.MaxAge
+	all, err := prunables(d, owner)
 	if err != nil {
 		return err
 	}
@@ -78,20 +96,19 @@ func PruneRecordsAt(d *safefs.Dir, keep int, maxAge time.Duration) error {
 	return nil
 }
 
-// prunables lists d's records this process may prune.
-func prunables(d *safefs.Dir) ([]prunable, error) {
+// prunables lists d's records of owner (EveryOwner: all).
+func prunables(d *safefs.Dir, owner int) ([]prunable, error) {
 	names, err := d.Names()
 	if err != nil {
 		return nil, fmt.Errorf("cannot list records in %s: %v", d.Path(), err)
 	}
-	euid := geteuid()
 	var all []prunable
 	for _, n := range names {
 		if !strings.HasSuffix(n, ".jsonl") || strings.HasPrefix(n, ".") {
 			continue
 		}
 		st, err := d.Lstat(n)
-		if err != nil || !st.IsRegular() || (euid != 0 && int(st.UID) != euid) {
+		if err != nil || !st.IsRegular() || (owner != EveryOwner && int(st.UID) != owner) {
 			continue // removed meanwhile, planted, or another user's
 		}
 		all = append(all, prunable{n, st})

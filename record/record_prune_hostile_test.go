@@ -32,7 +32,7 @@ func TestPruneNeverFollowsRecordsSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	plant.Within(t, "PruneRecords", func() {
-		err := PruneRecords(filepath.Join(res, "records"), 0, time.Hour)
+		err := PruneRecords(filepath.Join(res, "records"), os.Geteuid(), Retention{MaxAge: time.Hour})
 		plant.Says(t, err, "pruning a symlinked records dir", filepath.Join(res, "records"), "symlink", ownUID())
 	})
 	if _, err := os.Stat(filepath.Join(target, "a.jsonl")); err != nil {
@@ -51,7 +51,7 @@ func TestPruneSkipsSpecialFiles(t *testing.T) {
 	}
 	finishedRecord(t, filepath.Join(dir, "mine.jsonl"))
 	plant.Within(t, "PruneRecords", func() {
-		if err := PruneRecords(dir, 0, time.Hour); err != nil {
+		if err := PruneRecords(dir, os.Geteuid(), Retention{MaxAge: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -52,19 +52,19 @@ func TestPruneRecords(t *testing.T) {
 		}
 		return n
 	}
-	if err := PruneRecords(dir, 0, 7*24*time.Hour); err != nil {
+	if err := PruneRecords(dir, os.Geteuid(), Retention{MaxAge: 7 * 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := left(), []string{"dead.jsonl", "live.jsonl", "mid.jsonl", "new.jsonl", "notes.txt", "old.jsonl"}; !slices.Equal(got, want) {
 		t.Fatalf("after age 7d: %v, want %v", got, want)
 	}
-	if err := PruneRecords(dir, 2, 0); err != nil {
+	if err := PruneRecords(dir, os.Geteuid(), Retention{Keep: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := left(), []string{"dead.jsonl", "live.jsonl", "mid.jsonl", "new.jsonl", "notes.txt"}; !slices.Equal(got, want) {
 		t.Fatalf("after keep 2: %v, want %v", got, want)
 	}
-	if err := PruneRecords(filepath.Join(dir, "none"), 1, time.Hour); err != nil {
+	if err := PruneRecords(filepath.Join(dir, "none"), os.Geteuid(), Retention{Keep: 1, MaxAge: time.Hour}); err != nil {
 		t.Fatalf("missing dir: %v", err)
 	}
 }

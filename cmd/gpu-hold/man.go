@@ -65,6 +65,10 @@ func manSections() []mangen.Section {
 The payload gets GPU_HOLD_ID, GPU_HOLD_RESOURCE and GPU_HOLD_LABEL.`},
 		{Title: "Files", Body: `  /var/lib/gpu-hold/               the fleet queue directory (group gpu-hold)
   /var/lib/gpu-hold/RES/records/   the records of resource RES's holds
-  /var/lib/gpu-hold/resources.json the resources and their devices`},
+  /var/lib/gpu-hold/resources.json the resources and their devices
+  /var/lib/gpu-hold/settings.json  the admin's settings for the whole directory: the records'
+                                   retention, {"records": {"keep": 500, "max_age": "30d"}},
+                                   applied to every user's records by root (its holds, and
+                                   gpu-hold reap); root's or the directory owner's, mode 644`},
 	}
 }

@@ -34,7 +34,8 @@ A reap acts with the dead holder's own authority: run by root for a user's holde
 only what that user could have signalled. It is the path that ends a dead holder's lineage
 which its successor (another user) may not end: that successor waits, holding the token,
 and reap runs beside it. --all reaps every resource of the queue directory (the
-gpu-hold-reap timer runs it as root).`,
+gpu-hold-reap timer runs it as root). Run by root, reap also applies the records retention
+the admin set in <dir>/settings.json to every user's records of those resources.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Out = cmd.OutOrStdout()
@@ -70,6 +71,11 @@ func reapRun(ctx context.Context, opts *reapOptions) error {
 	if err != nil {
 		return usageErr("%w", err)
 	}
+	res := []string{opts.g.Resource}
+	if opts.all {
+		res, _ = hold.Resources(dir)
+	}
+	hold.PruneFleet(dir, res, opts.g.Log)
 	what := opts.g.Resource
 	if opts.all {
 		what = dir

@@ -59,8 +59,8 @@ still holds the device, writes a record, and only then releases the token.`,
 	f.Lookup("track").NoOptDefVal = "bpf"
 	choiceVar(f, &o.Cgroup, "cgroup", "start the payload in a cgroup of its own: auto (when the host allows), on (required), off", "auto", "on", "off")
 	f.StringVar(&o.Dump, "dump", "", "write the hold's record here (default: the resource's records directory)")
-	f.IntVar(&o.KeepRecords, "keep-records", 200, "records kept per resource in its records directory")
-	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "records older than this are removed (0: no age limit)")
+	f.IntVar(&o.KeepRecords, "keep-records", 200, "your own finished records kept per resource; older ones of yours are removed (0: no count limit). Other users' records are theirs: the admin sets the whole directory's retention in <dir>/settings.json")
+	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "your own finished records older than this are removed (0: no age limit)")
 	f.IntVarP(&o.Count, "count", "n", 1, "devices of the resource's pool to hold, all at once (gpu-hold doctor lists the pool)")
 	f.StringArrayVar(&o.Devices, "device", nil, "device node (or glob) whose holders are checked at release; repeatable; replaces the resource's list")
 	choiceVar(f, (*string)(&o.DeviceHolders), "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)",
