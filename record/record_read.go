@@ -50,6 +50,8 @@ type Record struct {
 	// File is what the open that read the record said of the file (its
 	// owner, mode and links): whose evidence it is. ReadRecord sets it.
 	File safefs.Info `json:"-"`
+	// Writer is whose file it is, beside the holder it names (SetWriter).
+	Writer *Writer `json:"writer,omitempty"`
 
 	byID map[proc.Ident]int
 }

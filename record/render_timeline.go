@@ -36,6 +36,8 @@ type traceEvent struct {
 type traceDoc struct {
 	TraceEvents     []traceEvent `json:"traceEvents"`
 	DisplayTimeUnit string       `json:"displayTimeUnit"`
+	// OtherData is the trace's metadata: whose file the record is.
+	OtherData map[string]any `json:"otherData,omitempty"`
 }
 
 // pidMax bounds Linux pids (2^22): tids above it are never real pids.
@@ -49,7 +51,22 @@ func RenderTimeline(w io.Writer, rec *Record) error {
 	tl.processes()
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(traceDoc{TraceEvents: tl.ev, DisplayTimeUnit: "ms"})
+	return enc.Encode(traceDoc{TraceEvents: tl.ev, DisplayTimeUnit: "ms", OtherData: writerData(rec.Writer)})
+}
+
+// writerData is the trace's metadata on whose file the record is.
+func writerData(w *Writer) map[string]any {
+	if w == nil {
+		return nil
+	}
+	d := map[string]any{"record_writer_uid": w.UID, "record_holder_uid": w.HolderUID, "record_not_holder": w.NotHolder}
+	if w.User != "" {
+		d["record_writer"] = w.User
+	}
+	if w.Warning != "" {
+		d["warning"] = w.Warning
+	}
+	return d
 }
 
 // timeline is a trace being built: the record, the span it draws, its
@@ -80,6 +97,9 @@ func newTimeline(rec *Record) *timeline {
 	title := fmt.Sprintf("gpu-hold %s on %s", h.ID, h.Resource)
 	if h.Label != "" {
 		title += " " + h.Label
+	}
+	if w := rec.Writer; w != nil && w.NotHolder {
+		title = "[written by " + uidName(w.UID, w.User) + ", not its holder] " + title
 	}
 	tl.meta("process_name", 0, map[string]any{"name": title})
 	return tl

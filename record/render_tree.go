@@ -107,6 +107,10 @@ func fmtDuration(d time.Duration) string {
 
 func (t *treeWriter) header() {
 	rec, h := t.rec, t.rec.Hold
+	w := rec.Writer
+	if w != nil && w.NotHolder {
+		t.printf("%s\n", t.c(cBoldRed, "warning: "+w.Warning))
+	}
 	title := fmt.Sprintf("hold %s on %s", clip(h.ID, 200), clip(h.Resource, 200))
 	if h.Label != "" {
 		title += fmt.Sprintf(" %q", h.Label)
@@ -116,6 +120,9 @@ func (t *treeWriter) header() {
 		t.printf(" · ticket %d", h.Ticket)
 	}
 	t.printf(" · holder %s uid %d", h.Holder, h.UID)
+	if w != nil && w.NotHolder {
+		t.printf(" (the writer's claim)")
+	}
 	if h.Host != "" {
 		t.printf(" on %s", clip(h.Host, 200))
 	}
@@ -126,6 +133,7 @@ func (t *treeWriter) header() {
 		t.printf(" · seal %s", clip(h.Seal, 100))
 	}
 	t.printf("\n")
+	t.file()
 	if h.BackendNote != "" {
 		t.printf("  note: %s\n", clip(h.BackendNote, 2000))
 	}
@@ -194,6 +202,18 @@ func (t *treeWriter) header() {
 		t.printf("\n")
 	}
 	t.printf("\n")
+}
+
+// file says whose file the record is (from its owner, never its content).
+func (t *treeWriter) file() {
+	w := t.rec.Writer
+	switch {
+	case w == nil:
+	case w.NotHolder:
+		t.printf("  file: %s\n", t.c(cRed, "written by "+uidName(w.UID, w.User)+", not by the holder it names"))
+	default:
+		t.printf("  file: %s\n", w.Owner())
+	}
 }
 
 func (t *treeWriter) tree() {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/mattn/go-isatty"
@@ -49,6 +50,11 @@ records directory) and renders it:
 The record of a running hold (its gpu-hold alive) is shown as it stands: the lineage so
 far, its members with no exit seen marked running.
   timeline  Chrome trace event JSON: open it in https://ui.perfetto.dev
+
+Whose file the record is comes from its owner, never from what it says: the tree's header
+says it (file: ...), json has "writer", timeline "otherData". A record whose file's owner is
+not the holder it names (another user planted or rewrote it) starts with a warning that says
+so: its content is that user's claim.
 
 A record cut short by a killed hold is shown up to its last whole line. A damaged record
 is an error that names the line (exit 125). The format is documented in docs/RECORD.md.`,
@@ -94,6 +100,8 @@ func showRun(opts *showOptions) error {
 	if err != nil {
 		return usageErr("%v (cannot show this record)", err)
 	}
+	// Whose it is comes from the file's owner, never from what it says.
+	rec.SetWriter(knownUserName)
 	// A record without its end line is a running hold's when its holder
 	// is alive, by identity (a reused pid is not it).
 	rec.Running = !rec.Ended && proc.Alive(rec.Hold.Holder)
@@ -134,6 +142,14 @@ func showRun(opts *showOptions) error {
 		fmt.Fprintf(opts.ErrOut, "gpu-hold: wrote %s: open it in https://ui.perfetto.dev\n", opts.Output)
 	}
 	return nil
+}
+
+// knownUserName is uid's user name, or "" when it has none.
+func knownUserName(uid int) string {
+	if n := userName(uid); n != strconv.Itoa(uid) {
+		return n
+	}
+	return ""
 }
 
 // createOutput creates -o FILE, or truncates it when it is the caller's own
