@@ -44,7 +44,8 @@ file's owner), label, why the hold ended (its cause), gpu-hold's exit code, how 
 payload ran until the token was released, the number of processes its lineage had, and
 the hold id (gpu-hold show -r RES HOLD-ID shows the lineage). A hold still running is
 "running"; one whose gpu-hold died before its end line is "died". Records kept are bounded
-by --keep-records and --record-age; records written elsewhere (--dump) are not listed.`,
+by each user's --keep-records and --record-age and by the admin's <dir>/settings.json;
+records written elsewhere (--dump) are not listed.`,
 		Example: `  gpu-hold history
   gpu-hold history --me -n 5
   gpu-hold history -r gpu --json`,
