@@ -17,8 +17,9 @@ import (
 )
 
 // A shared fleet dir, uid A holding gpu: uid B's and root's holds on
-// gpus and GPU exit 125 naming gpu, run nothing and make no dir; a gpus/
-// that uid A made does not declare gpus; fpga (made by root) and tpu (in
+// gpus and GPU exit 125 naming gpu, run nothing and make no dir, as do
+// names of invalid shapes (a trailing space, a path); a gpus/ that uid A
+// made does not declare gpus; fpga (made by root) and tpu (in
 // root's resources.json) hold at once.
 //
 // Catches: a hold creating <dir>/<typo>/ and running its payload at once,
@@ -44,6 +45,15 @@ func TestHoldUndeclaredResourceRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("invalid shapes", func(t *testing.T) {
+		for _, res := range []string{"gpu ", "../gpu"} {
+			r, ran := holdMarking(t, f, f.B.Cred, mark, res)
+			requireOneLineError(t, r, 125, `resource name ".*" is invalid.*did you mean "gpu"\?`)
+			if exists(ran) {
+				t.Errorf("the payload of the hold on %q ran", res)
+			}
+		}
+	})
 	t.Run("a user's dir declares nothing", func(t *testing.T) {
 		userMade(t, filepath.Join(f.Dir, "gpus"), uidA)
 		for _, cred := range []*syscall.Credential{f.A.Cred, f.B.Cred} {
@@ -78,7 +88,7 @@ func TestHoldUndeclaredResourceRefused(t *testing.T) {
 // a marker file, and returns its result and the marker's path.
 func holdMarking(t *testing.T, f *fleet, cred *syscall.Credential, mark, res string) (result, string) {
 	t.Helper()
-	name := "ran-" + res + "-" + marks.New() // unique: the subtests share the scratch dir
+	name := "ran-" + marks.New() // unique: the subtests share the scratch dir
 	r := runRaw(t, bin, cred, mark, f.Scratch, "--dir", f.Dir, "-r", res, "-w", "20s", "-g", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/`+name+`"`)
 	return r, filepath.Join(f.Scratch, name)
 }
