@@ -1,7 +1,7 @@
 // dir.go owns the choice of the queue directory and its checks: --dir, else
 // $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's
-// state directory; whether a resource is known there; and the check of a
-// fleet directory's set-up that gpu-hold doctor prints.
+// state directory; whether it is shared; and the check of a fleet
+// directory's set-up that gpu-hold doctor prints.
 package hold
 
 import (
@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -113,41 +112,25 @@ func accessHint(dir string) string {
 	return "ask an admin to add you to group " + queue.GroupName(st.Gid) + " (then log in again), or set GPU_HOLD_DIR to a directory of your own"
 }
 
-// KnownResource returns nil when name is a resource of queue dir dir (one
-// configured, by default or in resources.json, or one with a directory
-// there), else an error that lists the known ones.
-func KnownResource(dir, name string) error {
-	res, err := device.LoadResourcesWarn(dir, func(string) {}) // names only: holds report the file
-	if err != nil {
-		res = device.DefaultResources() // still list what is known; holds report the file
-	}
-	if _, ok := res[name]; ok {
-		return nil
-	}
-	known, _ := queue.ListResources(dir)
-	for _, k := range known {
-		if k == name {
-			return nil
-		}
-	}
-	for k := range res {
-		known = append(known, k)
-	}
-	sort.Strings(known)
-	known = dedup(known)
-	return fmt.Errorf("resource %q is unknown in queue dir %s: known resources are %s (check -r, or add it to %s)",
-		name, dir, strings.Join(known, ", "), filepath.Join(dir, device.ResourcesFile))
+// sharedDir reports whether queue dir dir (of stat st) is used by more
+// than its owner: the fleet dir, or one others may write (group or world,
+// as the queue package shares its resource dirs then).
+func sharedDir(dir string, st unix.Stat_t) bool {
+	return filepath.Clean(dir) == FleetDir || st.Mode&0o022 != 0
 }
 
-// dedup drops repeats from a sorted list.
-func dedup(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
+// dirGroup names the group that users of a shared queue dir (of stat st)
+// join: the dir's own, unless that is root's (no users' group made yet).
+func dirGroup(st unix.Stat_t) string {
+	if st.Gid != 0 {
+		return queue.GroupName(st.Gid)
 	}
-	return out
+	return FleetGroup
+}
+
+// installDirs is the command an admin makes shared dirs with, of group.
+func installDirs(group string, paths ...string) string {
+	return "install -d -m 3775 -o root -g " + group + " " + strings.Join(paths, " ")
 }
 
 // DirReport is gpu-hold doctor's check of a queue dir's set-up.
@@ -190,17 +173,14 @@ func CheckQueueDir(dir string, want []string) DirReport {
 	c := &dirCheck{rep: &rep}
 	var st unix.Stat_t
 	err := unix.Stat(dir, &st)
-	rep.Fleet = filepath.Clean(dir) == FleetDir || err == nil && st.Mode&0o022 != 0
+	rep.Fleet = sharedDir(dir, st) // st is zero on an error: then the path alone decides
 	if !rep.Fleet {
 		if err != nil && !errors.Is(err, unix.ENOENT) {
 			c.add(dir, "", "cannot stat it: %v", err)
 		}
 		return rep
 	}
-	rep.Group = FleetGroup
-	if err == nil && st.Gid != 0 {
-		rep.Group = queue.GroupName(st.Gid)
-	}
+	rep.Group = dirGroup(st)
 	if err != nil {
 		c.add(dir, c.install(dir), "cannot stat it (%v): holds cannot queue here", err)
 		return rep
@@ -216,7 +196,7 @@ func CheckQueueDir(dir string, want []string) DirReport {
 
 // install is the command that makes a fleet dir (or fixes one) at once.
 func (c *dirCheck) install(path string) string {
-	return "install -d -m 3775 -o root -g " + c.rep.Group + " " + path
+	return installDirs(c.rep.Group, path)
 }
 
 // dir checks one directory's owner, group and mode.

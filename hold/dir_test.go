@@ -1,6 +1,6 @@
 // dir_test.go owns the tests of the queue dir's choice and checks: FindDir
-// creates nothing, hints name the dir's own group, KnownResource lists the
-// known resources, and CheckQueueDir gives one fix per set-up problem.
+// creates nothing, hints name the dir's own group, and CheckQueueDir gives
+// one fix per set-up problem.
 package hold
 
 import (
@@ -57,20 +57,6 @@ func TestAccessHintNamesTheGroup(t *testing.T) {
 	unix.Chmod(d, 0o755)
 	if h := accessHint(d); strings.Contains(h, "add you to group") {
 		t.Errorf("hint %q: joining a group cannot help with a dir its group cannot write", h)
-	}
-}
-
-func TestKnownResource(t *testing.T) {
-	d := t.TempDir()
-	os.Mkdir(filepath.Join(d, "fpga"), 0o755)
-	for _, ok := range []string{"gpu", "npu", "fpga"} {
-		if err := KnownResource(d, ok); err != nil {
-			t.Errorf("KnownResource(%s): %v", ok, err)
-		}
-	}
-	err := KnownResource(d, "gpux")
-	if err == nil || !strings.Contains(err.Error(), "known resources are fpga, gpu, npu") {
-		t.Errorf("KnownResource(gpux): %v", err)
 	}
 }
 

@@ -54,10 +54,12 @@ func goneIdent(t *testing.T, cred *syscall.Credential) proc.Ident {
 	return id
 }
 
-// prepRes runs a root hold of `true` on res: <dir>/<res>/ then exists as
-// holds make it. It returns that hold's finished record and its holder.
+// prepRes declares res as an admin does and runs a root hold of `true` on
+// it: <dir>/<res>/ then has what holds make in it. It returns that hold's
+// finished record and its holder.
 func prepRes(t *testing.T, f *fleet, res string) (record string, holder proc.Ident) {
 	t.Helper()
+	declareRes(t, f, res)
 	r := f.Root.start(t, f.Dir, newMark(t), "", "-r", res, "-l", "prep", "--", "true").Wait(20 * time.Second)
 	if r.Code != 0 {
 		t.Fatalf("preparing resource %s: exit %d\n%s", res, r.Code, r.Stderr)
@@ -185,6 +187,7 @@ type liveHold struct {
 
 func startLive(t *testing.T, f *fleet, res string, track ...string) *liveHold {
 	t.Helper()
+	declareRes(t, f, res)
 	l := &liveHold{mark: newMark(t), d: openDir(t)}
 	rg := rig{Name: "live", Track: track, Bin: f.Root.Bin}
 	l.s = rg.start(t, f.Dir, l.mark, l.d, "-r", res, "-l", "live", "-g", "1s", "--survivor-wait", "1s", "--",

@@ -82,7 +82,7 @@ func killedHolderWith(t *testing.T, rg rig, f *fleet, res, body string, lock fun
 // the holder as dead (a pool's status is shaped otherwise).
 func sigkilledHolder(t *testing.T, rg rig, f *fleet, res, body string, lock func(ticket, scratch string) (held func())) *fleetDead {
 	t.Helper()
-	prepRes(t, f, res) // root makes <dir>/<res>/, as a fleet's admin or first root hold does
+	prepRes(t, f, res) // an admin makes <dir>/<res>/; a root hold fills it
 	a := &fleetDead{mark: newMark(t), d: openDir(t), uid: 0}
 	if rg.Cred != nil {
 		a.uid = int(rg.Cred.Uid)

@@ -113,6 +113,9 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := hold.HoldResource(dir, o.Resource); err != nil {
+		return usageErr("%w", err) // before anything is queued or created
+	}
 	o.Dir = dir
 	if isatty.IsTerminal(os.Stderr.Fd()) && g.LogFormat != "json" { // JSON mode draws nothing
 		o.Status = os.Stderr

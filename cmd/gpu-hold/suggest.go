@@ -1,6 +1,6 @@
-// suggest.go owns "did you mean": flags whose value is one of a known set
-// (choiceValue), and the nearest known word to a mistyped one, for flag
-// values and subcommands alike.
+// suggest.go owns "did you mean" on the command line: flags whose value is
+// one of a known set (choiceValue), and mistyped subcommands (the nearest
+// word itself is internal/suggest's).
 package main
 
 import (
@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gpu-hold/gpu-hold/internal/suggest"
 )
 
 // choiceValue is a string flag whose value must be one of known.
@@ -38,58 +40,14 @@ func (c *choiceValue) Type() string   { return strings.Join(c.known, "|") }
 
 // didYouMean is ": did you mean X?" for the known word nearest to s, or ""
 // when none is near.
-func didYouMean(s string, known []string) string {
-	if k := nearest(s, known); k != "" {
-		return fmt.Sprintf(": did you mean %q?", k)
-	}
-	return ""
-}
-
-// nearest is the known word within two edits of s (or that s starts or ends
-// a longer word with), "" when there is none.
-func nearest(s string, known []string) string {
-	best, bestD := "", 3
-	ls := strings.ToLower(s)
-	for _, k := range known {
-		d := editDistance(ls, strings.ToLower(k))
-		if len(ls) >= 2 && d > 2 && (strings.HasPrefix(k, ls) || strings.HasSuffix(ls, k)) {
-			d = 2 // "q" is too short, "que" is queue, "ebpf" is bpf
-		}
-		if d < len(k) && (d < bestD || d == bestD && strings.HasPrefix(k, ls)) { // "of" is off, not on
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur := make([]int, len(rb)+1)
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(rb)]
-}
+func didYouMean(s string, known []string) string { return suggest.DidYouMean(s, known) }
 
 // trackValues are --track's values; trackValue reports whether the
 // argument after a bare --track is meant as its value (or a typo of one).
 var trackValues = []string{"auto", "bpf", "proc"}
 
 func trackValue(a string) bool {
-	return !strings.HasPrefix(a, "-") && nearest(a, trackValues) != ""
+	return !strings.HasPrefix(a, "-") && suggest.Nearest(a, trackValues) != ""
 }
 
 // suggestCommands makes the root command answer a mistyped subcommand

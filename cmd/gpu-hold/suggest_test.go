@@ -5,22 +5,16 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/gpu-hold/gpu-hold/internal/suggest"
 )
 
-func TestNearest(t *testing.T) {
-	known := []string{"queue", "cancel", "reap", "show", "doctor"}
-	for _, c := range []struct{ in, want string }{
-		{"queu", "queue"}, {"qeueu", "queue"}, {"Queue", "queue"}, {"cancle", "cancel"}, {"shwo", "show"},
-		{"que", "queue"}, {"docter", "doctor"},
-		{"q", ""}, {"ls", ""}, {"./job.sh", ""}, {"python", ""}, {"sleep", ""},
-	} {
-		if got := nearest(c.in, known); got != c.want {
-			t.Errorf("nearest(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
+// --track's values: the nearest word decides whether a bare --track takes
+// the next argument as its value.
+func TestNearestTrackValue(t *testing.T) {
 	for _, c := range []struct{ in, want string }{{"procc", "proc"}, {"ebpf", "bpf"}, {"bfp", "bpf"}, {"atuo", "auto"}, {"sleep", ""}} {
-		if got := nearest(c.in, trackValues); got != c.want {
-			t.Errorf("nearest(%q, track) = %q, want %q", c.in, got, c.want)
+		if got := suggest.Nearest(c.in, trackValues); got != c.want {
+			t.Errorf("Nearest(%q, track) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
