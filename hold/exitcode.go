@@ -1,29 +1,25 @@
-// exitcode.go owns the exit codes of gpu-hold (the table in the README).
+// exitcode.go owns gpu-hold's exit codes as package hold names them: each
+// is a row of the one table of outcomes, record.Outcomes.
 package hold
 
-import "syscall"
+import (
+	"syscall"
 
+	"github.com/gpu-hold/gpu-hold/record"
+)
+
+// The exit codes; their meanings are in record.Outcomes.
 const (
-	// ExitMaxHold: the max hold ran out (like timeout(1)).
-	ExitMaxHold = 124
-	// ExitUsage: bad input or gpu-hold's own failure.
-	ExitUsage = 125
-	// ExitNotExecutable: the payload could not be executed.
-	ExitNotExecutable = 126
-	// ExitNotFound: the payload command was not found.
-	ExitNotFound = 127
-	// ExitQueue: the queue never came round within the wait allowance, or the ticket was removed.
-	ExitQueue = 75
-	// ExitMemFloor: available memory fell below --mem-floor and the hold was ended.
-	ExitMemFloor = 72
-	// ExitDeviceHolders: --device-holders=fail and a process outside the lineage still held the device.
-	ExitDeviceHolders = 73
-	// ExitLeaseLost: the token's etcd lease was lost and the payload ended.
-	ExitLeaseLost = 76
-	// ExitCancelled: gpu-hold cancel ended the hold (its owner or root), through its teardown.
-	ExitCancelled = 77
-	// ExitYielded: a yielding hold (--yield) gave the token to a ticket that does not yield.
-	ExitYielded = 79
+	ExitMaxHold       = record.ExitMaxHold
+	ExitUsage         = record.ExitUsage
+	ExitNotExecutable = record.ExitNotExecutable
+	ExitNotFound      = record.ExitNotFound
+	ExitQueue         = record.ExitQueue
+	ExitMemFloor      = record.ExitMemFloor
+	ExitDeviceHolders = record.ExitDeviceHolders
+	ExitLeaseLost     = record.ExitLeaseLost
+	ExitCancelled     = record.ExitCancelled
+	ExitYielded       = record.ExitYielded
 )
 
 // ExitSignal is the code for an end by signal sig: 128+sig.

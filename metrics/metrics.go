@@ -28,11 +28,15 @@ import (
 )
 
 // knownCauses are the values of the cause label that are always written
-// (at 0, so rates work from the first hold): record's Cause* values.
-// A hold may report others.
-var knownCauses = []string{string(record.CauseExited), string(record.CauseSignal), string(record.CauseMaxHold), string(record.CauseSignalled),
-	string(record.CauseMemFloor), string(record.CauseQueue), string(record.CauseExecFailed), string(record.CauseDeviceHolders), string(record.CauseError),
-	string(record.CauseCancelled), string(record.CauseYielded)}
+// (at 0, so rates work from the first hold): every cause of the table of
+// outcomes (record.Outcomes). A hold may report others.
+var knownCauses = func() []string {
+	var cs []string
+	for _, c := range record.Causes() {
+		cs = append(cs, string(c))
+	}
+	return cs
+}()
 
 // causeUnknown counts a hold that gave no cause.
 const causeUnknown = "unknown"

@@ -5,10 +5,6 @@ package record
 
 import "time"
 
-// CauseLeaseLost: the hold's lease was lost (its deadline passed, etcd
-// said it expired, or its ticket was deleted) and the payload was ended.
-const CauseLeaseLost Cause = "lease-lost"
-
 // LeaseInfo is the token as the fleet queue granted it.
 type LeaseInfo struct {
 	Queue string `json:"queue"`           // etcd://endpoints/prefix (no credentials)

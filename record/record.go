@@ -73,23 +73,6 @@ func (f Fate) valid() bool {
 	return false
 }
 
-// Cause says why a hold ended. The hold may write others; the reader does
-// not check them.
-type Cause string
-
-const (
-	CauseExited     Cause = "exited"      // the payload exited by itself
-	CauseSignal     Cause = "signal"      // the payload was killed by a signal
-	CauseMaxHold    Cause = "max-hold"    // the max hold ran out
-	CauseSignalled  Cause = "signalled"   // the hold itself got TERM/INT/HUP
-	CauseMemFloor   Cause = "mem-floor"   // available memory fell below --mem-floor
-	CauseExecFailed Cause = "exec-failed" // the payload could not be started
-	CauseError      Cause = "error"       // gpu-hold's own failure
-	CauseQueue      Cause = "queue"       // never got the token
-	// CauseDeviceHolders: --device-holders=fail and the device was still held after teardown.
-	CauseDeviceHolders Cause = "device-holders"
-)
-
 // Flags a reader sets on a process.
 const (
 	FlagLeftGroup   = "left-group"   // seen in another process group than the payload's

@@ -8,12 +8,13 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/internal/mangen"
+	"github.com/gpu-hold/gpu-hold/record"
 )
 
 func newCmdMan(root *cobra.Command) *cobra.Command {
@@ -41,19 +42,7 @@ func manRun(out io.Writer, root *cobra.Command) error {
 }
 
 func manSections() []mangen.Section {
-	codes := fmt.Sprintf(`  N     the payload exited with N
-  128+S the payload was killed by signal S; or the hold itself got TERM, INT or HUP (143, 130, 129), after its teardown
-  %d   the max hold ran out
-  %d    the queue never came round within the wait allowance, or the ticket was removed
-  %d    the etcd lease was lost while holding (--queue etcd://): the payload was ended
-  %d    gpu-hold cancel ended the running hold
-  %d    a --yield hold gave the token to a job that queued
-  %d    available memory fell below --mem-floor
-  %d    --device-holders=fail and a process outside the lineage still held the device
-  %d   usage error, or gpu-hold's own failure
-  %d   the payload could not be executed
-  %d   the payload was not found`,
-		hold.ExitMaxHold, hold.ExitQueue, hold.ExitLeaseLost, hold.ExitCancelled, hold.ExitYielded, hold.ExitMemFloor, hold.ExitDeviceHolders, hold.ExitUsage, hold.ExitNotExecutable, hold.ExitNotFound)
+	codes := exitStatusText()
 	return []mangen.Section{
 		{Title: "Exit status", Body: codes},
 		{Title: "Environment", Body: `  GPU_HOLD_DIR            the queue directory (as --dir)
@@ -71,4 +60,28 @@ The payload gets GPU_HOLD_ID, GPU_HOLD_RESOURCE and GPU_HOLD_LABEL.`},
                                    applied to every user's records by root (its holds, and
                                    gpu-hold reap); root's or the directory owner's, mode 644`},
 	}
+}
+
+// exitStatusText is the man page's EXIT STATUS, made from the table of
+// outcomes.
+func exitStatusText() string {
+	var b strings.Builder
+	for i, o := range record.Outcomes {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "  %-5s %s (%s)", codeText(o.Code), o.Meaning, o.Cause)
+	}
+	return b.String()
+}
+
+// codeText shows an outcome's code as the table's reader knows it.
+func codeText(code int) string {
+	switch code {
+	case record.CodePayload:
+		return "N"
+	case record.CodeSignal:
+		return "128+S"
+	}
+	return strconv.Itoa(code)
 }

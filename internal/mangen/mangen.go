@@ -89,7 +89,8 @@ func (p *page) section(title string) { p.line(".SH %s", strings.ToUpper(title)) 
 // paragraphs writes text: blank lines start paragraphs, and indented lines
 // (a table, a list) keep their line breaks.
 func (p *page) paragraphs(text string) {
-	for _, para := range strings.Split(strings.TrimSpace(text), "\n\n") {
+	// Trim blank lines only: a table's first line keeps its indent.
+	for _, para := range strings.Split(strings.Trim(text, "\n"), "\n\n") {
 		p.line(".PP")
 		if strings.HasPrefix(para, " ") || strings.Contains(para, "\n ") {
 			p.line(".nf")
