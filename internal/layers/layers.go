@@ -20,6 +20,8 @@ var Floors = map[string]int{
 	"cgroup":             0,
 	"internal/termsafe":  0,
 	"internal/mangen":    0,
+	"internal/suggest":   0,
+	"internal/dirconf":   1,
 	"bpf":                1,
 	"memfloor":           1,
 	"record":             1,
