@@ -24,6 +24,9 @@ type Fleet struct {
 	Open func(resource string, warn func(string)) (queue.Queue, error)
 	Name string        // the queue's address, for the record
 	TTL  time.Duration // the lease's TTL, for the record
+	// Interval is how often the lease is renewed: the holder's deadline is
+	// one interval before etcd may expire it (lease.go).
+	Interval time.Duration
 }
 
 func (f *Fleet) String() string { return f.Name }

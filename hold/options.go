@@ -39,6 +39,9 @@ type Options struct {
 	MetricsDir    string
 	Etcd          *Fleet        // the fleet queue (nil: the directory)
 	LostGrace     time.Duration // teardown grace after a lost lease
+	// LostGraceGiven: --lost-grace was given (one that does not fit the
+	// lease is refused; the default is shortened: lease.go).
+	LostGraceGiven bool
 
 	Yield   bool // give the token up to any ticket that does not yield (yield.go)
 	Restart bool // with Yield: queue again after each end (keeper.go)
@@ -87,5 +90,5 @@ func (o *Options) Validate() error {
 	if _, err := device.ParsePolicy(string(o.DeviceHolders)); err != nil {
 		return err
 	}
-	return nil
+	return o.fitLostGrace()
 }

@@ -123,7 +123,7 @@ func TestEtcdStoppedMidHold(t *testing.T) {
 	dir, mark := t.TempDir(), newMark(t)
 	s := etcdtest.Start(t)
 	useEtcd(t, dir, s)
-	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--", "sleep", "60").Start()
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "500ms", "--", "sleep", "60").Start()
 	waitLogged(t, a, "payload started")
 	s.Kill()
 	t0 := time.Now()
@@ -132,7 +132,7 @@ func TestEtcdStoppedMidHold(t *testing.T) {
 	if r.Code != 76 {
 		t.Fatalf("exit %d, want 76 (lease lost)\n%s", r.Code, r.Stderr)
 	}
-	// The payload dies on TERM: the lost grace (1s) is a bound, not a wait.
+	// The payload dies on TERM: the lost grace (500ms) is a bound, not a wait.
 	if el := time.Since(t0); el > fleetTTL*time.Second+time.Second {
 		t.Errorf("exited %v after etcd stopped: not within the TTL (%ds) plus the lost grace", el, fleetTTL)
 	}
@@ -180,7 +180,7 @@ func TestEtcdHolderFrozen(t *testing.T) {
 	useEtcd(t, dir, etcdtest.Start(t))
 	scratch := t.TempDir()
 	ticks, log := filepath.Join(scratch, "ticks"), filepath.Join(scratch, "inside.log")
-	a := newHold(t, dir, mark, append([]string{"-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--"},
+	a := newHold(t, dir, mark, append([]string{"-l", "alpha", "--track", "proc", "--lost-grace", "500ms", "--"},
 		sh(fmt.Sprintf(`while :; do date +%%s%%N >> %q; sleep 0.05; done`, ticks))...)...).Start()
 	waitLogged(t, a, "payload started")
 	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, qPayload(log, "beta", "")...)...).Start()
@@ -355,7 +355,7 @@ func TestEtcdOutageLongerThanTTL(t *testing.T) {
 	s := etcdtest.Start(t)
 	useEtcd(t, dir, s)
 	ran := filepath.Join(t.TempDir(), "ran")
-	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "1s", "--", "sleep", "60").Start()
+	a := newHold(t, dir, mark, "-l", "alpha", "--track", "proc", "--lost-grace", "500ms", "--", "sleep", "60").Start()
 	waitLogged(t, a, "payload started")
 	b := newHold(t, dir, mark, append([]string{"-l", "beta", "--track", "proc", "--"}, sh("touch "+ran)...)...).Start()
 	qWaitFor(t, dir, "gpu", "beta waiting", func(st queue.Status) bool { return len(st.Waiters) == 1 })

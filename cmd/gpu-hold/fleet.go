@@ -66,7 +66,7 @@ func addFleetFlags(pf *pflag.FlagSet, f *fleetOpts) {
 
 // addLostGraceFlag adds --lost-grace to the hold's flags.
 func addLostGraceFlag(f *pflag.FlagSet, o *hold.Options) {
-	durationVarP(f, &o.LostGrace, "lost-grace", "", 2*time.Second, "time between TERM and KILL when the etcd lease is lost (exit 76)")
+	durationVarP(f, &o.LostGrace, "lost-grace", "", 2*time.Second, "time between TERM and KILL when the etcd lease is lost (exit 76); at most the lease's ttl/3 less 500ms, so that the payload is gone before another host can be granted the token: the default is shortened to fit, a longer one given is refused")
 }
 
 // spec is the --queue URL, else $GPU_HOLD_QUEUE.

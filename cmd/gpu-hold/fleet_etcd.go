@@ -23,9 +23,10 @@ func etcdResolve(g *globalOpts) (*hold.Fleet, error) {
 	}
 	cfg := *c
 	return &hold.Fleet{
-		Open: func(resource string, warn func(string)) (queue.Queue, error) { return etcdq.Open(cfg, resource, warn) },
-		Name: cfg.String(),
-		TTL:  cfg.TTL,
+		Open:     func(resource string, warn func(string)) (queue.Queue, error) { return etcdq.Open(cfg, resource, warn) },
+		Name:     cfg.String(),
+		TTL:      cfg.TTL,
+		Interval: cfg.Interval(),
 	}, nil
 }
 

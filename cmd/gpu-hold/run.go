@@ -42,6 +42,7 @@ still holds the device, writes a record, and only then releases the token.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.dashAt = cmd.ArgsLenAtDash()
+			o.LostGraceGiven = cmd.Flags().Changed("lost-grace")
 			if runF != nil {
 				return runF(cmd.Context(), opts, args)
 			}

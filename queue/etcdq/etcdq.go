@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -36,6 +37,9 @@ type Queue struct {
 	cli      *clientv3.Client
 	warn     func(string)
 	agreed   bool // cfg.Budget is the fleet's (budget.go)
+
+	mu       sync.Mutex
+	reported map[string]int64 // skipped keys already reported: create revision (trust.go)
 }
 
 // Open makes the client for resource's queue. It does not contact etcd:
@@ -144,21 +148,25 @@ type line struct {
 	skipped []string
 }
 
-// readLine reads the tickets in order; garbage is skipped.
+// readLine reads the tickets in order; what cannot be a live ticket
+// (trust.go) is skipped and reported.
 func (q *Queue) readLine(ctx context.Context) (*line, error) {
 	resp, err := q.cli.Get(ctx, q.ticketDir(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, err
 	}
 	l := &line{rev: resp.Header.Revision}
+	var skipped []skippedKey
 	for _, kv := range resp.Kvs {
-		t, ok := q.decode(kv.Value, kv.CreateRevision)
-		if !ok {
+		t, why := q.ticketOf(kv)
+		if why != "" {
 			l.skipped = append(l.skipped, string(kv.Key))
+			skipped = append(skipped, skippedKey{key: string(kv.Key), rev: kv.CreateRevision, why: why})
 			continue
 		}
 		l.tickets = append(l.tickets, entry{key: string(kv.Key), rev: kv.CreateRevision, t: t})
 	}
+	q.report(skipped)
 	return l, nil
 }
 

@@ -56,9 +56,10 @@ func (q *Queue) newGrant(w *waiter, resp *clientv3.TxnResponse) *grant {
 }
 
 // deadReads are the reads deadIn needs, for a transaction to end with.
+// The tickets are read whole: a keys-only read leaves out their lease.
 func (q *Queue) deadReads() []clientv3.Op {
 	return []clientv3.Op{
-		clientv3.OpGet(q.ticketDir(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(q.ticketDir(), clientv3.WithPrefix()),
 		clientv3.OpGet(q.heldDir(), clientv3.WithPrefix()),
 	}
 }
@@ -121,25 +122,33 @@ func (g *grant) watch(from int64) {
 	}
 }
 
-// watchKey loses the token when the ticket's key is deleted, watching it
-// again (from where it last read) after the watch failed.
+// watchKey loses the token when the ticket's key is deleted or written
+// by anyone (the holder writes it last at the take, revision from): a key
+// rewritten onto no lease, another lease or a value that is no ticket is
+// skipped by the waiters (trust.go), who then go ahead. It watches again
+// (from where it last read) after the watch failed.
 func (g *grant) watchKey(ctx context.Context, from int64) {
+	took := from
 	for ctx.Err() == nil {
-		for r := range g.q.cli.Watch(ctx, g.w.key, clientv3.WithRev(from+1), clientv3.WithFilterPut()) {
+		for r := range g.q.cli.Watch(ctx, g.w.key, clientv3.WithRev(from+1)) {
 			if r.Err() != nil {
 				break
 			}
-			if len(r.Events) > 0 {
-				g.lose("the ticket's key was deleted from etcd")
+			for _, ev := range r.Events {
+				if ev.Type == mvccpb.DELETE {
+					g.lose("the ticket's key was deleted from etcd")
+				} else {
+					g.lose(fmt.Sprintf("the ticket's key was overwritten in etcd by another client (now on lease %x): the other tickets no longer see this hold's", ev.Kv.Lease))
+				}
 				return
 			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		at, gone := g.keyGone(ctx)
+		at, gone := g.keyGone(ctx, took)
 		if gone {
-			g.lose("the ticket's key is gone from etcd")
+			g.lose("the ticket's key is gone from etcd, or was overwritten by another client")
 			return
 		}
 		if at > 0 {
@@ -149,9 +158,10 @@ func (g *grant) watchKey(ctx context.Context, from int64) {
 }
 
 // keyGone reads the ticket's key again after its watch failed (compacted,
-// say): gone when it no longer is our ticket; at is the revision read at
-// (0: etcd did not answer, the deadline still guards).
-func (g *grant) keyGone(ctx context.Context) (at int64, gone bool) {
+// say): gone when it no longer is our ticket as the take wrote it (at
+// revision took); at is the revision read at (0: etcd did not answer, the
+// deadline still guards).
+func (g *grant) keyGone(ctx context.Context, took int64) (at int64, gone bool) {
 	ctx, cancel := context.WithTimeout(ctx, g.w.s.interval)
 	defer cancel()
 	resp, err := g.q.cli.Get(ctx, g.w.key)
@@ -159,7 +169,11 @@ func (g *grant) keyGone(ctx context.Context) (at int64, gone bool) {
 		time.Sleep(retryAfterFailure)
 		return 0, false
 	}
-	return resp.Header.Revision, len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != g.rev
+	if len(resp.Kvs) == 0 {
+		return resp.Header.Revision, true
+	}
+	kv := resp.Kvs[0]
+	return resp.Header.Revision, kv.CreateRevision != g.rev || kv.ModRevision != took || clientv3.LeaseID(kv.Lease) != g.w.s.id
 }
 
 // deadHolders lists the held keys whose ticket is gone (read in one
@@ -176,10 +190,14 @@ func (q *Queue) deadHolders(ctx context.Context, mine int64) ([]deadHolder, erro
 }
 
 // deadIn is deadHolders from its two reads: the tickets and the held keys.
+// A ticket keeps its holder alive only while it is on its own lease
+// (trust.go): one rewritten onto no lease outlives its holder.
 func (q *Queue) deadIn(tickets, held []*mvccpb.KeyValue, mine int64) []deadHolder {
 	live := map[int64]bool{}
 	for _, kv := range tickets {
-		live[kv.CreateRevision] = true
+		if q.notLive(kv) == "" {
+			live[kv.CreateRevision] = true
+		}
 	}
 	var out []deadHolder
 	for _, kv := range held {

@@ -36,6 +36,14 @@ type session struct {
 	done     chan struct{}
 }
 
+// keepAlives is how many keep-alives a lease gets per TTL: the holder's
+// deadline leaves etcd one interval (TTL/keepAlives) to expire the lease
+// in, which the payload's end after a loss must fit (hold/lease.go).
+const keepAlives = 3
+
+// Interval is how often a lease of c's TTL is renewed.
+func (c *Config) Interval() time.Duration { return c.TTL / keepAlives }
+
 // retryAfterFailure is how soon a keep-alive that found etcd unreachable
 // is tried again.
 const retryAfterFailure = 200 * time.Millisecond
@@ -49,7 +57,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*
 	}
 	s := &session{cli: cli, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, acked: make(chan struct{}),
 		gone: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	s.interval = s.ttl / 3
+	s.interval = s.ttl / keepAlives
 	s.deadline = t0.Add(s.ttl - s.interval)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.keep()

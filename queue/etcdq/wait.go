@@ -168,8 +168,10 @@ func (w *waiter) ended(ctx context.Context, start time.Time, holder *queue.Ticke
 }
 
 // sleep watches what can move the ticket (its own key, and the ticket
-// before it, or, with a budget over 1, every deletion ahead) from the
-// revision l was read at, and returns when one moved.
+// before it, or, with a budget over 1, every ticket ahead) from the
+// revision l was read at, and returns when one moved: deleted, or
+// rewritten into a key that is no live ticket (trust.go), which the next
+// read skips.
 func (w *waiter) sleep(ctx context.Context, l *line, i int, start time.Time) error {
 	// No WithRequireLeader: the watch rides out etcd's restarts, resuming
 	// from the last revision it saw. Opening it blocks while etcd is
@@ -184,13 +186,13 @@ func (w *waiter) sleep(ctx context.Context, l *line, i int, start time.Time) err
 		}
 	}()
 	from := clientv3.WithRev(l.rev + 1)
-	own := w.q.cli.Watch(wctx, w.key, from, clientv3.WithFilterPut())
+	own := w.q.cli.Watch(wctx, w.key, from)
 	var ahead clientv3.WatchChan
 	need := 1
 	if w.q.cfg.Budget == 1 {
-		ahead = w.q.cli.Watch(wctx, l.tickets[i-1].key, from, clientv3.WithFilterPut())
+		ahead = w.q.cli.Watch(wctx, l.tickets[i-1].key, from)
 	} else {
-		ahead = w.q.cli.Watch(wctx, w.q.ticketDir(), from, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithPrevKV())
+		ahead = w.q.cli.Watch(wctx, w.q.ticketDir(), from, clientv3.WithPrefix(), clientv3.WithPrevKV())
 		need = i - w.q.cfg.Budget + 1
 	}
 	holder := &l.tickets[0].t
@@ -210,7 +212,7 @@ func (w *waiter) sleep(ctx context.Context, l *line, i int, start time.Time) err
 				return nil
 			}
 			for _, ev := range r.Events {
-				if w.q.cfg.Budget == 1 || ev.PrevKv == nil || ev.PrevKv.CreateRevision < w.rev {
+				if w.gone(ev) {
 					need--
 				}
 			}
@@ -219,6 +221,21 @@ func (w *waiter) sleep(ctx context.Context, l *line, i int, start time.Time) err
 			}
 		}
 	}
+}
+
+// gone reports whether ev takes a ticket ahead of w out of the line: its
+// deletion, or a write that leaves a key that is no live ticket. A put
+// that leaves a live ticket (a take) moves nothing, nor does anything
+// behind w.
+func (w *waiter) gone(ev *clientv3.Event) bool {
+	if ev.Type == clientv3.EventTypeDelete {
+		return ev.PrevKv == nil || ev.PrevKv.CreateRevision < w.rev
+	}
+	if ev.Kv.CreateRevision >= w.rev {
+		return false
+	}
+	_, why := w.q.ticketOf(ev.Kv)
+	return why != ""
 }
 
 // errRetry: the take lost a race with the lease's renewal; look again.
