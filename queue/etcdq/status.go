@@ -114,11 +114,26 @@ func (q *Queue) TakeDead(ctx context.Context, me queue.Ticket) (queue.Grant, err
 		w.Cancel()
 		return nil, unreachable(&q.cfg, err)
 	}
-	if i := l.index(w.rev); i < 0 || i >= q.cfg.Budget {
+	if err := l.takeDeadRefusal(w.rev, q); err != nil {
 		w.Cancel()
-		return nil, fmt.Errorf("%w: %s holds the token of %s (a dead holder's ticket goes when its lease expires, within %v)", queue.ErrNotDead, l.tickets[0].t.Describe(), q, q.cfg.TTL)
+		return nil, err
 	}
 	return w.take(cctx)
+}
+
+// takeDeadRefusal says why the ticket of revision rev may not take the
+// token now (nil: it may): it is not within the budget, or it is gone
+// (deleted between its put and this read, by anyone who can write the
+// prefix), in which case no ticket may be the one that holds.
+func (l *line) takeDeadRefusal(rev int64, q *Queue) error {
+	i := l.index(rev)
+	switch {
+	case i < 0:
+		return fmt.Errorf("%w: this reap's own ticket in %s was deleted as soon as it was put: check who else writes the prefix, and run the reap again", queue.ErrNotDead, q)
+	case i >= q.cfg.Budget:
+		return fmt.Errorf("%w: %s holds the token of %s (a dead holder's ticket goes when its lease expires, within %v)", queue.ErrNotDead, l.tickets[0].t.Describe(), q, q.cfg.TTL)
+	}
+	return nil
 }
 
 // ReapDead hands over the dead holders of this host without the token.
