@@ -101,6 +101,7 @@ type result struct {
 	Stdout  string
 	Stderr  string
 	Elapsed time.Duration
+	End     time.Time // when the test saw it exit
 }
 
 // hold describes one gpu-hold invocation.
@@ -151,10 +152,10 @@ func (h *hold) Start() *hold {
 }
 
 // Wait waits for the hold to exit, failing the test after limit (scaled
-// by slowed).
+// by bound).
 func (h *hold) Wait(limit time.Duration) result {
 	h.t.Helper()
-	limit = slowed(limit)
+	limit = bound(limit)
 	done := make(chan error, 1)
 	go func() { done <- h.Cmd.Wait() }()
 	select {
@@ -164,7 +165,7 @@ func (h *hold) Wait(limit time.Duration) result {
 		<-done
 		h.t.Fatalf("gpu-hold %v did not return within %v\nstderr:\n%s", h.Args, limit, h.err.String())
 	}
-	r := result{Code: h.Cmd.ProcessState.ExitCode(), Stdout: h.out.String(), Stderr: h.err.String(), Elapsed: time.Since(h.t0)}
+	r := result{Code: h.Cmd.ProcessState.ExitCode(), Stdout: h.out.String(), Stderr: h.err.String(), Elapsed: time.Since(h.t0), End: time.Now()}
 	if ws, ok := h.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		r.Code = 128 + int(ws.Signal())
 	}
