@@ -70,7 +70,7 @@ func giveBackUnused(fresh <-chan loaded) {
 }
 
 // SpareRoot is where the spares are pinned.
-const SpareRoot = bpf.SpareRoot
+func SpareRoot() string { return bpf.SpareRoot() }
 
 // SpareCount is how many spares are there to take.
 func SpareCount() int { return bpf.SpareCount() }
