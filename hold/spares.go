@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
@@ -24,7 +23,7 @@ const MakeSparesCommand = "make-spares"
 
 // restockSpares starts the maker when tr is eBPF's and spares are few. The
 // maker gets no environment but the seal request (and a test's spare
-// root, bpf.SpareRootEnv), so no marker, label or
+// root, tracker.SpareRootEnv), so no marker, label or
 // hold id of this hold's reaches it; it is in a session of its own.
 func (h *holdRun) restockSpares(tr tracker.Tracker) {
 	if tr.Backend() != tracker.BackendBPF || !tracker.SparesLow() {
@@ -32,7 +31,7 @@ func (h *holdRun) restockSpares(tr tracker.Tracker) {
 	}
 	cmd := exec.Command("/proc/self/exe", MakeSparesCommand)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	for _, name := range []string{tracker.SealEnv, bpf.SpareRootEnv} {
+	for _, name := range []string{tracker.SealEnv, tracker.SpareRootEnv} {
 		if v, ok := os.LookupEnv(name); ok {
 			cmd.Env = append(cmd.Env, name+"="+v)
 		}

@@ -69,6 +69,10 @@ func giveBackUnused(fresh <-chan loaded) {
 	}
 }
 
+// SpareRootEnv names a test's own spare root (bpf.SpareRootEnv), which a
+// hold passes on to its spare maker.
+const SpareRootEnv = bpf.SpareRootEnv
+
 // SpareRoot is where the spares are pinned.
 func SpareRoot() string { return bpf.SpareRoot() }
 
