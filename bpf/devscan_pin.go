@@ -20,7 +20,7 @@ const (
 )
 
 // devscanPinDir is where this build's shared device scan is pinned.
-func devscanPinDir() string { return filepath.Join(SpareRoot, "devscan_"+spareBuild()) }
+func devscanPinDir() string { return filepath.Join(SpareRoot(), "devscan_"+spareBuild()) }
 
 // DevscanPinned reports whether the shared device scan is there to open.
 func DevscanPinned() bool {

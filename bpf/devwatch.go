@@ -42,7 +42,7 @@ type Watch struct {
 // openers' sleeping calls (it does where the kernel allows fentry).
 func (w *Watch) CreditsCalls() bool { return w.installs }
 
-func devwatchPinDir() string { return filepath.Join(SpareRoot, "devwatch_"+spareBuild()) }
+func devwatchPinDir() string { return filepath.Join(SpareRoot(), "devwatch_"+spareBuild()) }
 
 // WatchPinned reports whether the host's watch is attached and pinned.
 func WatchPinned() bool {

@@ -23,6 +23,8 @@ import (
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+
+	"github.com/gpu-hold/gpu-hold/internal/teststock"
 )
 
 // fullDev is /dev/full's device number: a real device every kernel has and
@@ -290,7 +292,10 @@ func TestMain(m *testing.M) {
 		watchHelper(strings.Split(args, "\x1f"))
 		return
 	}
-	os.Exit(m.Run())
+	remove := teststock.PrivateRoot()
+	code := m.Run()
+	remove()
+	os.Exit(code)
 }
 
 // watchHelper holds what it is asked to, says "ready PID", and waits to be

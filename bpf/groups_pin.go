@@ -16,7 +16,7 @@ const (
 	groupsPinProgOf = "prog_of"
 )
 
-func groupsPinDir() string { return filepath.Join(SpareRoot, "groups_"+spareBuild()) }
+func groupsPinDir() string { return filepath.Join(SpareRoot(), "groups_"+spareBuild()) }
 
 // GroupsPinned reports whether the shared process-group iterators are
 // there to open (pinned together: a reader never sees one alone).

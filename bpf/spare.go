@@ -22,8 +22,31 @@ import (
 )
 
 // SpareRoot holds one directory per spare, named
-// <build>_<seal request>_<seal>_<unique> (bpffs refuses dots in names).
-const SpareRoot = BPFFS + "/gpu-hold-spare"
+// <build>_<seal request>_<seal>_<unique> (bpffs refuses dots in names), and
+// the host's shared iterators and device watch: hostSpareRoot, or the
+// private root a test names in SpareRootEnv.
+func SpareRoot() string {
+	if v := os.Getenv(SpareRootEnv); validTestRoot(v) {
+		return v
+	}
+	return hostSpareRoot
+}
+
+const hostSpareRoot = BPFFS + "/gpu-hold-spare"
+
+// SpareRootEnv is set by tests only (internal/teststock.PrivateRoot): a
+// root of their own, so that a test neither takes nor changes what the
+// host's real holds use (their spares, iterators, device watch), nor what
+// another package's tests use at the same time. Only a name
+// BPFFS/gpu-hold-test-* counts; it is checked as the host's root is (a
+// directory only root can write), so it grants nothing the host's does not.
+const SpareRootEnv = "GPU_HOLD_TEST_SPARE_ROOT"
+
+// validTestRoot reports whether v names a test's private root.
+func validTestRoot(v string) bool {
+	name, ok := strings.CutPrefix(v, BPFFS+"/gpu-hold-test-")
+	return ok && name != "" && !strings.ContainsAny(name, "/.")
+}
 
 // SpareStock is how many spares of one seal request MakeSpares keeps.
 const SpareStock = 2
@@ -79,8 +102,8 @@ func TakeSpare(holdID string) (*Lineage, error) {
 		if !ok {
 			continue
 		}
-		claimed := filepath.Join(SpareRoot, "taken_"+uniqueName())
-		if os.Rename(filepath.Join(SpareRoot, name), claimed) != nil {
+		claimed := filepath.Join(SpareRoot(), "taken_"+uniqueName())
+		if os.Rename(filepath.Join(SpareRoot(), name), claimed) != nil {
 			continue // another hold took it first
 		}
 		l, err := openSpare(claimed, seal)
@@ -99,13 +122,13 @@ func TakeSpare(holdID string) (*Lineage, error) {
 // (what is pinned there is attached as root's own).
 func spareNames() ([]string, error) {
 	var st unix.Stat_t
-	if err := unix.Lstat(SpareRoot, &st); err != nil {
+	if err := unix.Lstat(SpareRoot(), &st); err != nil {
 		return nil, ErrNoSpare
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 {
-		return nil, fmt.Errorf("%s is not a directory only root can write: remove it (the next hold remakes it)", SpareRoot)
+		return nil, fmt.Errorf("%s is not a directory only root can write: remove it (the next hold remakes it)", SpareRoot())
 	}
-	d, err := os.Open(SpareRoot)
+	d, err := os.Open(SpareRoot())
 	if err != nil {
 		return nil, err
 	}

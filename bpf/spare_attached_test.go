@@ -30,7 +30,7 @@ func onlySpare(t *testing.T) string {
 	}
 	for _, n := range names {
 		if _, ok := spareSeal(n, req); ok {
-			return filepath.Join(SpareRoot, n)
+			return filepath.Join(SpareRoot(), n)
 		}
 	}
 	t.Fatalf("no spare of %s among %v after MakeSpares(1)", req, names)

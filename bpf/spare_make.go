@@ -85,7 +85,7 @@ const makersLock = "makers"
 // lockMakers takes the makers' lock without waiting: nil when another
 // maker holds it.
 func lockMakers() (*os.File, error) {
-	dir := filepath.Join(SpareRoot, makersLock)
+	dir := filepath.Join(SpareRoot(), makersLock)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("creating the makers' lock %s: %w", dir, err)
 	}
@@ -106,13 +106,13 @@ func openSpareRoot() (*os.File, error) {
 	if err := mountBPFFS(); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(SpareRoot, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("creating %s: %w", SpareRoot, err)
+	if err := os.Mkdir(SpareRoot(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("creating %s: %w", SpareRoot(), err)
 	}
 	if _, err := spareNames(); err != nil && !errors.Is(err, ErrNoSpare) {
 		return nil, err
 	}
-	return os.Open(SpareRoot)
+	return os.Open(SpareRoot())
 }
 
 // makeSpare loads one copy and attaches it without the stock lock (a
@@ -131,7 +131,7 @@ func makeSpare(root *os.File, req string, seal SealMode, stock int) (bool, error
 	var pinned bool
 	err = atNormalPriority(func() error {
 		if err := unix.Flock(int(root.Fd()), unix.LOCK_EX); err != nil {
-			return fmt.Errorf("taking the stock lock on %s: %w", SpareRoot, err)
+			return fmt.Errorf("taking the stock lock on %s: %w", SpareRoot(), err)
 		}
 		defer unix.Flock(int(root.Fd()), unix.LOCK_UN)
 		if SpareCount() >= stock {
@@ -174,7 +174,7 @@ func (l *Lineage) pinSpare(req string, seal SealMode) error {
 	for i, lk := range l.links {
 		pins[pinLinks[i]] = lk
 	}
-	return pinDir(filepath.Join(SpareRoot, sparePrefix(req)+string(seal)+"_"+uniqueName()), pins)
+	return pinDir(filepath.Join(SpareRoot(), sparePrefix(req)+string(seal)+"_"+uniqueName()), pins)
 }
 
 // pinner is a map or program that can be pinned.
@@ -184,7 +184,7 @@ type pinner interface{ Pin(string) error }
 // directory to dir: a reader never sees it half pinned. A shared iterator
 // another process pinned there first is as good.
 func pinDir(dir string, objs map[string]pinner) error {
-	work := filepath.Join(SpareRoot, "making_"+uniqueName())
+	work := filepath.Join(SpareRoot(), "making_"+uniqueName())
 	if err := os.Mkdir(work, 0o700); err != nil {
 		return fmt.Errorf("creating a spare directory: %w", err)
 	}
@@ -212,7 +212,7 @@ func pinDir(dir string, objs map[string]pinner) error {
 func sweepSpares() {
 	names, _ := spareNames()
 	for _, name := range names {
-		dir := filepath.Join(SpareRoot, name)
+		dir := filepath.Join(SpareRoot(), name)
 		if name == makersLock {
 			continue
 		}

@@ -81,7 +81,7 @@ func lockStock() (*os.File, bool) {
 	if _, err := spareNames(); err != nil {
 		return nil, false
 	}
-	root, err := os.Open(SpareRoot)
+	root, err := os.Open(SpareRoot())
 	if err != nil {
 		return nil, false
 	}

@@ -214,7 +214,7 @@ func TestRecycleBesideMaker(t *testing.T) {
 func TestMakerCountsUnderLock(t *testing.T) {
 	ownStock(t)
 	teststock.Fill(t, SpareStock, func() error { _, err := MakeSpares(SpareStock); return err }, SpareCount)
-	root, err := os.Open(SpareRoot)
+	root, err := os.Open(SpareRoot())
 	if err != nil {
 		t.Fatal(err)
 	}

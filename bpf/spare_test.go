@@ -80,10 +80,10 @@ func TestSpareRootMustBeRoots(t *testing.T) {
 	if _, err := MakeSpares(0); err != nil {
 		testenv.NeedBPF(t, err)
 	}
-	if err := os.Chmod(SpareRoot, 0o777); err != nil {
+	if err := os.Chmod(SpareRoot(), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Chmod(SpareRoot, 0o700)
+	defer os.Chmod(SpareRoot(), 0o700)
 	if _, err := TakeSpare("test-spare-open"); err == nil || errors.Is(err, ErrNoSpare) {
 		t.Fatalf("a spare directory anyone can write was used: %v", err)
 	}

@@ -22,7 +22,8 @@ import (
 const MakeSparesCommand = "make-spares"
 
 // restockSpares starts the maker when tr is eBPF's and spares are few. The
-// maker gets no environment but the seal request, so no marker, label or
+// maker gets no environment but the seal request (and a test's spare
+// root, tracker.SpareRootEnv), so no marker, label or
 // hold id of this hold's reaches it; it is in a session of its own.
 func (h *holdRun) restockSpares(tr tracker.Tracker) {
 	if tr.Backend() != tracker.BackendBPF || !tracker.SparesLow() {
@@ -30,8 +31,10 @@ func (h *holdRun) restockSpares(tr tracker.Tracker) {
 	}
 	cmd := exec.Command("/proc/self/exe", MakeSparesCommand)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	if seal, ok := os.LookupEnv(tracker.SealEnv); ok {
-		cmd.Env = append(cmd.Env, tracker.SealEnv+"="+seal)
+	for _, name := range []string{tracker.SealEnv, tracker.SpareRootEnv} {
+		if v, ok := os.LookupEnv(name); ok {
+			cmd.Env = append(cmd.Env, name+"="+v)
+		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := startIdle(cmd); err != nil {

@@ -1,8 +1,10 @@
 // live.go owns a resource's live gauges, gpu_hold_<resource>.live.prom:
 // whether the token is held, since when, and how many tickets wait, as
 // the holder sees them. The holder rewrites the file while it holds (and
-// once more, as free, just before it releases), under the same lock and
-// with the same atomic replace as the counters.
+// once more, as free, just before it releases) with the same atomic
+// replace as the counters, and without their lock: the token orders its
+// holders' writes, and no stranger holding a lock can keep the last one,
+// and so the release, waiting.
 package metrics
 
 import (
@@ -11,7 +13,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/safefs"
 )
@@ -40,20 +41,24 @@ func WriteLive(dir, resource string, l Live) error {
 		return fmt.Errorf("metrics dir %s: %v: create it or fix --metrics-dir", dir, err)
 	}
 	defer d.Close()
-	lock, _, _, err := d.OpenOrCreate(".gpu_hold_"+fileSafe(resource)+".lock", unix.O_RDONLY, metricsMode)
-	if err != nil {
-		return fmt.Errorf("metrics lock: %v; the live metrics are not written", err)
-	}
-	defer lock.Close()
-	if err := flock(lock); err != nil {
-		return fmt.Errorf("locking %s: %v", lock.Name(), err)
-	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
 	prom, err := l.render(resource)
 	if err != nil {
 		return fmt.Errorf("encoding the live metrics of %s: %v", resource, err)
 	}
-	return writeReplace(d, filepath.Base(LiveFile(dir, resource)), prom)
+	name := filepath.Base(LiveFile(dir, resource))
+	replaced, err := replace(d, name, prom)
+	if err != nil || replaced {
+		return err
+	}
+	// A sticky dir, where another uid's file is rewritten in place: under
+	// the lock, so that two writers never interleave, within a short
+	// bound, since the last write comes before the release.
+	unlock, err := lockMetrics(d, ".gpu_hold_"+fileSafe(resource), liveLockWait)
+	if err != nil {
+		return fmt.Errorf("%v; the live metrics are not written this time (a dir set up without the sticky bit needs no lock for them)", err)
+	}
+	defer unlock()
+	return writeInPlace(d, name, prom)
 }
 
 func (l Live) render(resource string) ([]byte, error) {

@@ -1,9 +1,10 @@
 // Package metrics holds --metrics-dir: one node_exporter textfile per resource,
 // gpu_hold_<resource>.prom, with counters cumulative across holds. The
 // counters live in a small JSON state file beside it (node_exporter reads
-// only *.prom); each hold updates both under an flock and replaces each file
-// atomically (temp file in the same dir, fsync, rename), so a scrape never
-// sees half a file. The dir may be shared by several users' holds: files are
+// only *.prom); each hold writes its own counts to a pending file, then
+// adds every pending file to both under an flock (pending.go), and
+// replaces each file atomically (temp file in the same dir, fsync, rename),
+// so a scrape never sees half a file and no hold's counts are lost. The dir may be shared by several users' holds: files are
 // group-writable, and never opened through a symlink or when special.
 package metrics
 
@@ -67,6 +68,8 @@ type metricsState struct {
 	DeviceHolders uint64            `json:"device_holders"`
 	LostEvents    uint64            `json:"lost_events"`
 	LastHold      float64           `json:"last_hold_timestamp_seconds"`
+	// Merged names the pending files added and not yet removed.
+	Merged []string `json:"merged,omitempty"`
 }
 
 // File returns the textfile path for resource in dir.
@@ -96,11 +99,20 @@ const metricsMode = 0o664
 const maxStateLen = 1 << 20
 
 // Record adds one hold to resource's metrics in dir and rewrites
-// gpu_hold_<resource>.prom. Holds on other resources may record into the same
-// dir at the same time; an flock on a per-resource lock file orders the
-// read-modify-write. Every file is opened relative to dir's fd, never
-// through a symlink and never when it is a FIFO or a device: such a file is
-// an error that says what it is (the caller logs it and the hold goes on).
+// gpu_hold_<resource>.prom. The hold's counts go first to a pending file of
+// its own, which needs no lock (pending.go); then, under an flock on a
+// per-resource lock file, every pending file is added to the state and
+// the .prom rewritten. Holds on other resources may record into the same
+// dir at the same time. Every file is opened relative to dir's fd, never
+// through a symlink and never when it is a FIFO or a device: such a file
+// is an error that says what it is (the caller logs it and the hold goes
+// on).
+//
+// The lock wait is bounded (mergeWait): any user who can read the lock
+// file can hold it for ever. A hold that gives up loses nothing: the error
+// says so, and the next hold that takes the lock adds its pending file. The
+// hold records after its token is released, so the wait holds up no one's
+// token.
 func Record(dir, resource string, m Hold) error {
 	if dir == "" {
 		return nil
@@ -112,24 +124,58 @@ func Record(dir, resource string, m Hold) error {
 	}
 	defer d.Close()
 	base := ".gpu_hold_" + fileSafe(resource)
-	// Read-only is enough for flock, and opens a lock another uid made
-	// before locks were group-writable.
-	lock, _, _, err := d.OpenOrCreate(base+".lock", unix.O_RDONLY, metricsMode)
+	pending, err := writePending(d, base, m)
 	if err != nil {
-		return fmt.Errorf("metrics lock: %v; the metrics are not written (make the dir writable for the group, or drop --metrics-dir)", err)
+		return err
 	}
-	defer lock.Close()
-	if err := flock(lock); err != nil {
-		return fmt.Errorf("locking %s: %v", lock.Name(), err)
+	unlock, err := lockMetrics(d, base, mergeWait)
+	if err != nil {
+		return &PendingError{File: d.Join(pending), Err: err}
 	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	defer unlock()
+	return merge(d, base, resource)
+}
 
+// PendingError says that a hold's counts are safe in their pending file
+// but not yet in the .prom: the next hold that takes the lock adds them.
+type PendingError struct {
+	File string // the hold's pending file
+	Err  error  // why they are not added yet
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("%v; this hold's counts are kept in %s, and the next hold that takes the lock adds them", e.Err, e.File)
+}
+
+func (e *PendingError) Unwrap() error { return e.Err }
+
+// Merge adds every pending file of resource in dir to its state and
+// rewrites its .prom, as a Record does after writing its own.
+func Merge(dir, resource string) error {
+	d, err := safefs.OpenUserDir(dir, 0)
+	if err != nil {
+		return fmt.Errorf("metrics dir %s: %v: create it or fix --metrics-dir", dir, err)
+	}
+	defer d.Close()
+	base := ".gpu_hold_" + fileSafe(resource)
+	unlock, err := lockMetrics(d, base, mergeWait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return merge(d, base, resource)
+}
+
+// merge is the read-modify-write under the lock: the pending files into
+// the state, the state written, the files it now counts removed, the
+// .prom rendered.
+func merge(d *safefs.Dir, base, resource string) error {
 	stateName := base + ".state.json"
 	st, err := readMetricsState(d, stateName)
 	if err != nil {
 		return err
 	}
-	st.add(m)
+	unread := mergePending(d, base, st)
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
@@ -139,22 +185,52 @@ func Record(dir, resource string, m Hold) error {
 	if err := writeReplace(d, stateName, append(data, '\n')); err != nil {
 		return err
 	}
+	removeMerged(d, st.Merged)
 	prom, err := st.render(resource)
 	if err != nil {
 		return fmt.Errorf("encoding the metrics of %s: %v", resource, err)
 	}
-	return writeReplace(d, filepath.Base(File(dir, resource)), prom)
+	if err := writeReplace(d, filepath.Base(File(d.Path(), resource)), prom); err != nil {
+		return err
+	}
+	return unread
 }
 
-// lockWait bounds the wait for the metrics lock. Its writers hold it for
-// milliseconds; any user who can read the lock file can hold it for ever,
-// and the live gauges are written before the token is released.
-const lockWait = 500 * time.Millisecond
+// lockMetrics takes resource base's lock within wait; the returned func
+// lets it go.
+func lockMetrics(d *safefs.Dir, base string, wait time.Duration) (unlock func(), err error) {
+	// Read-only is enough for flock, and opens a lock another uid made
+	// before locks were group-writable.
+	lock, _, _, err := d.OpenOrCreate(base+".lock", unix.O_RDONLY, metricsMode)
+	if err != nil {
+		return nil, fmt.Errorf("metrics lock: %v; the metrics are not written (make the dir writable for the group, or drop --metrics-dir)", err)
+	}
+	if err := flock(lock, wait); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("locking %s: %v", lock.Name(), err)
+	}
+	return func() {
+		unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+		lock.Close()
+	}, nil
+}
 
-// flock takes an exclusive lock within lockWait.
-func flock(f *os.File) error {
+// mergeWait bounds a Record's wait for the metrics lock. Its writers hold
+// it for the time of a few small writes and fsyncs, which a loaded host
+// can stretch to seconds; a stranger can hold it for ever, and a hold
+// records after its release, so this bound only delays its exit. A
+// variable for the tests.
+var mergeWait = 10 * time.Second
+
+// liveLockWait bounds the wait for the lock where the live gauges must be
+// rewritten in place (a sticky dir), which happens before the release:
+// a stranger holding the lock must not keep the token held.
+const liveLockWait = 500 * time.Millisecond
+
+// flock takes an exclusive lock within wait.
+func flock(f *os.File, wait time.Duration) error {
 	pause := time.Millisecond
-	for deadline := time.Now().Add(lockWait); ; {
+	for deadline := time.Now().Add(wait); ; {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		switch {
 		case err == nil:
@@ -162,7 +238,7 @@ func flock(f *os.File) error {
 		case !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR):
 			return err
 		case time.Now().After(deadline):
-			return fmt.Errorf("another process has held it for over %v (a hold writes under it for milliseconds): the metrics are not written this time; if this repeats, find its holder with `fuser %s`", lockWait, f.Name())
+			return fmt.Errorf("another process has held it for over %v (a hold writes under it for milliseconds): if this repeats, find its holder with `fuser %s`", wait, f.Name())
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 50*time.Millisecond)
@@ -263,31 +339,40 @@ func (st *metricsState) render(resource string) ([]byte, error) {
 // shared metrics dir is setgid and group-writable without the sticky bit
 // (install -d -m 2775 -g GROUP DIR), where every replace is atomic.
 func writeReplace(d *safefs.Dir, name string, data []byte) error {
+	replaced, err := replace(d, name, data)
+	if err != nil || replaced {
+		return err
+	}
+	return writeInPlace(d, name, data)
+}
+
+// replace is writeReplace's atomic part: false (and no error) when the
+// kernel refuses the rename (a sticky dir, another uid's file), which
+// leaves only a rewrite in place.
+func replace(d *safefs.Dir, name string, data []byte) (bool, error) {
 	if st, err := d.Lstat(name); err == nil && !st.IsRegular() {
-		return fmt.Errorf("metrics file: %w", &safefs.NotRegularError{Info: st, Want: "a regular file"})
+		return false, fmt.Errorf("metrics file: %w", &safefs.NotRegularError{Info: st, Want: "a regular file"})
 	}
 	tmp, err := writeTemp(d, name, data)
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = d.Rename(tmp, name)
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 		d.Remove(tmp, tmpInfo(d, tmp))
-		return writeInPlace(d, name, data)
+		return false, nil
 	}
 	if err != nil {
 		d.Remove(tmp, tmpInfo(d, tmp))
-		return fmt.Errorf("replacing %s: %v", d.Join(name), err)
+		return false, fmt.Errorf("replacing %s: %v", d.Join(name), err)
 	}
 	unix.Fsync(d.Fd())
-	return nil
+	return true, nil
 }
 
 // writeTemp writes data to a new temp file for name and returns its name.
 func writeTemp(d *safefs.Dir, name string, data []byte) (string, error) {
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := "." + name + ".tmp-" + hex.EncodeToString(rnd[:])
+	tmp := "." + name + ".tmp-" + randomHex()
 	f, st, err := d.Create(tmp, unix.O_WRONLY, metricsMode)
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %v", d.Join(name), err)
@@ -329,6 +414,13 @@ func writeInPlace(d *safefs.Dir, name string, data []byte) error {
 		return fmt.Errorf("rewriting %s: %v", d.Join(name), err)
 	}
 	return nil
+}
+
+// randomHex is a name part no other writer picks.
+func randomHex() string {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	return hex.EncodeToString(rnd[:])
 }
 
 // tmpInfo is our temp file's Info, for removing it only while it is ours.

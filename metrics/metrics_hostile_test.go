@@ -5,9 +5,11 @@
 package metrics
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -110,9 +112,10 @@ func TestMetricsTwoUsers(t *testing.T) {
 // plant.AsOther names, in the process it started as another uid.
 func TestHelperAsOther(t *testing.T) { plant.RunHelper(t) }
 
-// Any user who can read the metrics lock can hold it: a hold's writes,
-// the live gauges written just before its release among them, give up
-// within a bound instead of waiting for it (which kept the token held).
+// Any user who can read the metrics lock can hold it. The live gauges,
+// written just before the release, need no lock: they are written, and
+// at once. A Record gives up its wait within a bound, says so, and loses
+// nothing: its counts are added by the next Record after the lock is free.
 func TestMetricsLockHeldForEver(t *testing.T) {
 	dir := t.TempDir()
 	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
@@ -127,9 +130,39 @@ func TestMetricsLockHeldForEver(t *testing.T) {
 		t.Fatal(err)
 	}
 	plant.Within(t, "WriteLive under a held lock", func() {
-		plant.Says(t, WriteLive(dir, "gpu", Live{}), "WriteLive under a held lock", "not written", "fuser")
+		if err := WriteLive(dir, "gpu", Live{Held: true, Since: time.Now()}); err != nil {
+			t.Fatalf("WriteLive under a held lock: %v", err)
+		}
 	})
+	if held := liveHeld(t, dir); held != 1 {
+		t.Errorf("live gauges under a held lock: token_held %v, want 1 (not written)", held)
+	}
+	defer func(w time.Duration) { mergeWait = w }(mergeWait)
+	mergeWait = 200 * time.Millisecond
 	plant.Within(t, "Record under a held lock", func() {
-		plant.Says(t, Record(dir, "gpu", Hold{Granted: true}), "Record under a held lock", "not written")
+		err := Record(dir, "gpu", Hold{Granted: true})
+		var pe *PendingError
+		if !errors.As(err, &pe) {
+			t.Fatalf("Record under a held lock: %v, want a PendingError", err)
+		}
+		plant.Says(t, err, "Record under a held lock", "fuser", "kept in", "next hold")
 	})
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(File(dir, "gpu"))
+	if n := value(t, parseProm(t, data), "gpu_hold_holds_granted_total", nil); n != 3 {
+		t.Errorf("holds granted %v after the lock was let go, want 3: the hold that gave up its wait was lost", n)
+	}
+}
+
+// liveHeld is gpu_hold_token_held in dir's live gauges for gpu.
+func liveHeld(t *testing.T, dir string) float64 {
+	t.Helper()
+	data, err := os.ReadFile(LiveFile(dir, "gpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value(t, parseProm(t, data), "gpu_hold_token_held", nil)
 }

@@ -266,12 +266,16 @@ type run struct {
 	pending map[proc.Ident]bool      // signalled, not yet seen dead
 	killed  map[proc.Ident]bool
 	termed  map[proc.Ident]bool
+	// owed holds every process signalled one by one that has not been
+	// seen dead (a zombie, or gone): one that left the union after its
+	// signal is still waited for, and KILLed (see withOwed).
+	owed map[proc.Ident]bool
 }
 
 // Run performs the teardown: TERM and the grace, then the seal and the
 // KILL passes, then what survived.
 func (td *Teardown) Run() Outcome {
-	r := &run{out: Outcome{Start: time.Now()}, pending: map[proc.Ident]bool{}, killed: map[proc.Ident]bool{}, termed: map[proc.Ident]bool{}}
+	r := &run{out: Outcome{Start: time.Now()}, pending: map[proc.Ident]bool{}, killed: map[proc.Ident]bool{}, termed: map[proc.Ident]bool{}, owed: map[proc.Ident]bool{}}
 	td.selfPID = os.Getpid()
 	td.selfPGID = syscall.Getpgrp()
 	td.openGroup()
@@ -291,7 +295,7 @@ func (td *Teardown) Run() Outcome {
 		td.term(r)
 		// 2. Grace: wait on the live set until it is empty or the grace
 		// runs out.
-		r.live = td.graceWait(r.w, r.live, r.pending, r.killed)
+		r.live = td.graceWait(r)
 	}
 	td.seal()
 	if r.live != nil && td.over(r.live) {
@@ -299,8 +303,11 @@ func (td *Teardown) Run() Outcome {
 		// goes all the same: the kernel resolves its members at that
 		// instant (atomically against their forks), and a dead holder's
 		// reaper has no account of a member that forks and exits in a
-		// loop outside any cgroup.
+		// loop outside any cgroup. What it reached, it waits for.
 		td.killGroup()
+		if r.live = td.groupAlive(); len(r.live) > 0 {
+			td.killPasses(r)
+		}
 	} else {
 		td.killPasses(r)
 	}
@@ -354,6 +361,7 @@ func (td *Teardown) term(r *run) {
 			r.out.Termed++
 			r.pending[id] = true
 			r.termed[id] = true
+			r.owed[id] = true
 		}
 	}
 	td.Log.Info().Int("processes", r.out.Termed).Dur("grace_ms", td.Grace).Msg("TERM sent")
@@ -389,7 +397,7 @@ func (td *Teardown) killPasses(r *run) {
 			break
 		}
 		td.wait(r.w, r.live, td.SurvivorWait-time.Since(killStart))
-		r.live = td.refresh(r.w, r.live, &lastWalk)
+		r.live = td.refresh(r, r.live, &lastWalk)
 		td.settle(r.pending, r.live, r.killed)
 		if td.over(r.live) {
 			break
@@ -449,11 +457,16 @@ func (td *Teardown) killCgroup(r *run, killStart time.Time) {
 		// says no lineage member lives outside both: no walk of
 		// /proc. What an earlier walk saw outside the cgroup (a
 		// process that joined the payload's group) dies of the
-		// group's KILL a moment later, and is waited for.
+		// group's KILL a moment later, and is waited for, as is
+		// what the KILL reached that no walk saw.
 		r.live = stillAlive(r.live)
+		for id, st := range td.groupAlive() {
+			r.live[id] = st
+		}
 	} else {
 		r.live = td.targets() // what is left is outside the cgroup
 	}
+	r.live = td.withOwed(r, r.live)
 	td.markKilled(r)
 }
 
@@ -476,6 +489,7 @@ func (td *Teardown) markKilled(r *run) {
 			r.killed[id] = true
 			r.out.Killed++
 			r.pending[id] = true
+			r.owed[id] = true
 			td.note(id, record.FateKill)
 		}
 	}
@@ -513,14 +527,15 @@ func (td *Teardown) survivors(r *run) {
 // the full union is recomputed when the pidfds say everything is gone (to
 // find newborns before concluding), and at most every rescanInterval
 // otherwise, so a large tree dying one by one does not cost a walk per exit.
-func (td *Teardown) graceWait(w *watcher, live map[proc.Ident]proc.Stat, pending, killed map[proc.Ident]bool) map[proc.Ident]proc.Stat {
+func (td *Teardown) graceWait(r *run) map[proc.Ident]proc.Stat {
 	graceEnd := time.Now().Add(td.Grace)
-	td.settle(pending, live, killed)
+	live := r.live
+	td.settle(r.pending, live, r.killed)
 	lastWalk := time.Now()
 	for len(live) > 0 && time.Now().Before(graceEnd) && !td.graceCut(len(live), graceEnd) {
-		td.wait(w, live, time.Until(graceEnd))
-		live = td.refresh(w, live, &lastWalk)
-		td.settle(pending, live, killed)
+		td.wait(r.w, live, time.Until(graceEnd))
+		live = td.refresh(r, live, &lastWalk)
+		td.settle(r.pending, live, r.killed)
 	}
 	return live
 }
@@ -548,7 +563,8 @@ func (td *Teardown) polls(w *watcher) bool {
 // and outsiders before concluding), and otherwise at most every
 // rescanInterval: when the tracker reported a change, or on the timer for a
 // tracker that cannot report births. Never once per exit.
-func (td *Teardown) refresh(w *watcher, live map[proc.Ident]proc.Stat, lastWalk *time.Time) map[proc.Ident]proc.Stat {
+func (td *Teardown) refresh(r *run, live map[proc.Ident]proc.Stat, lastWalk *time.Time) map[proc.Ident]proc.Stat {
+	w := r.w
 	if w != nil && !w.full() {
 		live = w.stillAlive(live)
 	}
@@ -557,7 +573,7 @@ func (td *Teardown) refresh(w *watcher, live map[proc.Ident]proc.Stat, lastWalk 
 		live = td.targets()
 		*lastWalk = time.Now()
 	}
-	return live
+	return td.withOwed(r, live)
 }
 
 // send signals id through a verified pidfd (watched when possible), with

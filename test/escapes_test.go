@@ -72,8 +72,8 @@ exec sleep 300
 	if r.Elapsed < maxHold+grace-50*time.Millisecond {
 		t.Errorf("hold returned after %v, before max hold %v + grace %v: the TERM-ignoring grandchild did not get its grace", r.Elapsed, maxHold, grace)
 	}
-	if r.Elapsed > maxHold+grace+slowed(2*time.Second) {
-		t.Errorf("hold returned after %v, want within max hold %v + grace %v + 2s\nstderr:\n%s", r.Elapsed, maxHold, grace, r.Stderr)
+	if took := sinceLogged(t, r, "max hold reached"); took > grace+bound(2*time.Second) {
+		t.Errorf("hold returned %v after its max hold, want within grace %v + 2s (scaled)\nstderr:\n%s", took, grace, r.Stderr)
 	}
 }
 
@@ -206,14 +206,14 @@ while :; do sleep 0.05; done
 await ready
 exit 0
 `)
-		r := rg.start(t, q, mark, d, holdArgs(payload, "-g", slow(5*time.Second))...).Wait(20 * time.Second)
+		r := rg.start(t, q, mark, d, holdArgs(payload, "-g", bound(5*time.Second).String())...).Wait(20 * time.Second)
 		requireEnd(t, r, 0, false)
 		if !exists(filepath.Join(d, "cleaned")) {
 			t.Errorf("the helper born during the grace did not finish: it was not waited on (or was sent TERM)")
 		}
 		requireNoneLeft(t, mark)
-		if r.Elapsed > slowed(4*time.Second) {
-			t.Errorf("hold returned after %v: it waited out the 5 s grace instead of ending when the live set was empty", r.Elapsed)
+		if took := sinceLogged(t, r, "payload exited"); took > bound(4*time.Second) {
+			t.Errorf("hold returned %v after its payload exited: it waited out the 5 s grace (scaled) instead of ending when the live set was empty", took)
 		}
 	})
 }
@@ -333,17 +333,17 @@ func routeE7(t *testing.T, rg rig) {
 		end    string
 		flags  []string
 		code   int
-		bound  time.Duration
+		event  string // the hold's log line the teardown starts at
 	}{
-		{"root-alive", `bash "$GH_T/cleaner.sh" run $i &`, 1, "exec sleep 300", []string{"-t", slow(time.Second), "-g", slow(5 * time.Second)}, 124, slowed(4500 * time.Millisecond)},
-		{"root-exits-setsid", `setsid bash "$GH_T/cleaner.sh" run $i &`, 1, "exit 0", []string{"-g", slow(5 * time.Second)}, 0, slowed(3500 * time.Millisecond)},
+		{"root-alive", `bash "$GH_T/cleaner.sh" run $i &`, 1, "exec sleep 300", []string{"-t", slow(time.Second), "-g", bound(5 * time.Second).String()}, 124, "max hold reached"},
+		{"root-exits-setsid", `setsid bash "$GH_T/cleaner.sh" run $i &`, 1, "exit 0", []string{"-g", bound(5 * time.Second).String()}, 0, "payload exited"},
 		// The children have stopped themselves (as jobs stopped at a
 		// terminal are) when the max hold runs out. Unless the teardown
 		// sends them CONT, their handlers never run: under procfs they sit
 		// out the grace; under eBPF (no subreaper keeps their group from
 		// being orphaned when the root dies of its TERM) the kernel ends
 		// them with HUP.
-		{"stopped", `bash "$GH_T/cleaner.sh" stop $i &`, 2, "exec sleep 300", []string{"-t", slow(time.Second), "-g", slow(5 * time.Second)}, 124, slowed(4500 * time.Millisecond)},
+		{"stopped", `bash "$GH_T/cleaner.sh" stop $i &`, 2, "exec sleep 300", []string{"-t", slow(time.Second), "-g", bound(5 * time.Second).String()}, 124, "max hold reached"},
 	}
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
@@ -372,8 +372,9 @@ while :; do sleep 0.05; done
 				}
 			}
 			requireNoneLeft(t, mark)
-			if r.Elapsed > sh.bound {
-				t.Errorf("hold returned after %v (want under %v): it waited out the 5 s grace", r.Elapsed, sh.bound)
+			// The handlers take 0.5 s; the grace is 5 s (both scaled).
+			if took, within := sinceLogged(t, r, sh.event), bound(3*time.Second); took > within {
+				t.Errorf("hold returned %v after %q (want under %v): it waited out the grace", took, sh.event, within)
 			}
 		})
 	}
@@ -549,7 +550,7 @@ await zp
 exec sleep 300
 `)
 	maxHold := slowed(1500 * time.Millisecond)
-	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", slow(20*time.Second))...)
+	h := rg.start(t, q, mark, d, holdArgs(payload, "-t", maxHold.String(), "-g", bound(20*time.Second).String())...)
 	zp := readPid(t, filepath.Join(d, "zp"), 10*time.Second)
 	zc := readPid(t, filepath.Join(d, "zchild"), 10*time.Second)
 	deadline := time.Now().Add(slowed(time.Second))
@@ -566,8 +567,8 @@ exec sleep 300
 	r := h.Wait(30 * time.Second)
 	requireEnd(t, r, 124, false)
 	requireNoneLeft(t, mark)
-	if r.Elapsed > maxHold+slowed(5*time.Second) {
-		t.Errorf("hold returned after %v: it waited on the zombie (grace 20 s) though everything else died on TERM", r.Elapsed)
+	if took := sinceLogged(t, r, "max hold reached"); took > bound(5*time.Second) {
+		t.Errorf("hold returned %v after its max hold: it waited on the zombie (grace 20 s, scaled) though everything else died on TERM", took)
 	}
 }
 
@@ -591,7 +592,7 @@ func routeZombieLeader(t *testing.T, rg rig) {
 	for _, c := range []struct {
 		grace string
 		bound time.Duration
-	}{{"1s", 2500 * time.Millisecond}, {"0", 10 * time.Second}} {
+	}{{"1s", 2500 * time.Millisecond}, {"0", 10 * time.Second}} { // from the payload's exit, scaled
 		t.Run("grace-"+c.grace, func(t *testing.T) {
 			t.Parallel()
 			mark := newMark(t)
@@ -604,8 +605,8 @@ exit 0
 			requireEnd(t, r, 0, false)
 			requireNoneLeft(t, mark)
 			requireReleased(t, rg, q)
-			if r.Elapsed > c.bound {
-				t.Errorf("hold returned after %v (want under %v): it waited for cgroup.kill to end the member", r.Elapsed, c.bound)
+			if took, within := sinceLogged(t, r, "payload exited"), bound(c.bound); took > within {
+				t.Errorf("hold returned %v after its payload exited (want under %v): it waited for cgroup.kill to end the member", took, within)
 			}
 		})
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/internal/teststock"
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -46,6 +47,15 @@ var bin string // path of the gpu-hold binary built for this run
 const binEnv = "GPU_HOLD_TEST_BIN"
 
 func TestMain(m *testing.M) {
+	// The holds these tests run pin their spares, iterators and device
+	// watch in a root of this process's own, not the host's.
+	removeRoot := teststock.PrivateRoot()
+	code := testMain(m)
+	removeRoot()
+	os.Exit(code)
+}
+
+func testMain(m *testing.M) int {
 	if prebuilt := os.Getenv(binEnv); prebuilt != "" {
 		abs, err := filepath.Abs(prebuilt)
 		if err == nil {
@@ -56,20 +66,20 @@ func TestMain(m *testing.M) {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s=%s: %v: build one with `go build -o FILE ./cmd/gpu-hold`, or unset %s to have the tests build it\n", binEnv, prebuilt, err, binEnv)
-			os.Exit(1)
+			return 1
 		}
 		bin = abs
-		os.Exit(m.Run())
+		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "gpu-hold-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	// Every user may run it: the multi-user tests run holds as test uids.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	bin = filepath.Join(dir, "gpu-hold")
 	for _, b := range [][]string{{"-o", bin, "../cmd/gpu-hold"}, {"-tags", "etcd", "-o", filepath.Join(dir, "gpu-hold-fleet"), "../cmd/gpu-hold"}, {"-o", filepath.Join(dir, "gpu-hold-lobby"), "../cmd/gpu-hold-lobby"}} {
@@ -77,13 +87,13 @@ func TestMain(m *testing.M) {
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building", b[len(b)-2]+":", err)
-			os.Exit(1)
+			return 1
 		}
 	}
 	code := m.Run()
 	etcdtest.Cleanup()
 	os.RemoveAll(dir)
-	os.Exit(code)
+	return code
 }
 
 // newMark returns a marker unique to this test and registers a cleanup that
@@ -101,6 +111,7 @@ type result struct {
 	Stdout  string
 	Stderr  string
 	Elapsed time.Duration
+	End     time.Time // when the test saw it exit
 }
 
 // hold describes one gpu-hold invocation.
@@ -151,10 +162,10 @@ func (h *hold) Start() *hold {
 }
 
 // Wait waits for the hold to exit, failing the test after limit (scaled
-// by slowed).
+// by bound).
 func (h *hold) Wait(limit time.Duration) result {
 	h.t.Helper()
-	limit = slowed(limit)
+	limit = bound(limit)
 	done := make(chan error, 1)
 	go func() { done <- h.Cmd.Wait() }()
 	select {
@@ -164,7 +175,7 @@ func (h *hold) Wait(limit time.Duration) result {
 		<-done
 		h.t.Fatalf("gpu-hold %v did not return within %v\nstderr:\n%s", h.Args, limit, h.err.String())
 	}
-	r := result{Code: h.Cmd.ProcessState.ExitCode(), Stdout: h.out.String(), Stderr: h.err.String(), Elapsed: time.Since(h.t0)}
+	r := result{Code: h.Cmd.ProcessState.ExitCode(), Stdout: h.out.String(), Stderr: h.err.String(), Elapsed: time.Since(h.t0), End: time.Now()}
 	if ws, ok := h.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		r.Code = 128 + int(ws.Signal())
 	}

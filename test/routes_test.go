@@ -138,11 +138,11 @@ type started struct {
 }
 
 // Wait waits for the hold to exit, failing the test after limit (scaled
-// by slowed).
+// by bound).
 func (s *started) Wait(limit time.Duration) result {
 	t := s.t
 	t.Helper()
-	limit = slowed(limit)
+	limit = bound(limit)
 	done := make(chan struct{})
 	go func() { s.Cmd.Wait(); close(done) }()
 	select {
@@ -152,7 +152,7 @@ func (s *started) Wait(limit time.Duration) result {
 		<-done
 		t.Fatalf("gpu-hold %v did not return within %v\nstderr:\n%s", s.Args, limit, s.Stderr())
 	}
-	r := result{Code: s.Cmd.ProcessState.ExitCode(), Elapsed: time.Since(s.t0), Stderr: s.Stderr()}
+	r := result{Code: s.Cmd.ProcessState.ExitCode(), Elapsed: time.Since(s.t0), End: time.Now(), Stderr: s.Stderr()}
 	if b, err := os.ReadFile(s.stdout.Name()); err == nil {
 		r.Stdout = string(b)
 	}
@@ -323,8 +323,8 @@ func describe(pids []int) string {
 func requireReleased(t *testing.T, rg rig, qdir string) {
 	t.Helper()
 	mark := newMark(t)
-	r := rg.start(t, qdir, mark, "", "-w", slow(3*time.Second), "-g", "1s", "--survivor-wait", "1s", "--", "true").Wait(20 * time.Second)
-	if r.Code != 0 || r.Elapsed > slowed(2500*time.Millisecond) {
+	r := rg.start(t, qdir, mark, "", "-w", bound(3*time.Second).String(), "-g", "1s", "--survivor-wait", "1s", "--", "true").Wait(20 * time.Second)
+	if r.Code != 0 || r.Elapsed > bound(2500*time.Millisecond) {
 		t.Errorf("token not released: a second hold on the same dir exited %d after %v\nstderr:\n%s", r.Code, r.Elapsed.Round(time.Millisecond), r.Stderr)
 	}
 	if strings.Contains(strings.ToLower(r.Stderr), "dead holder") {

@@ -100,7 +100,7 @@ func TestBPFHoldGivesItsLineageBack(t *testing.T) {
 // pinned for GPU_HOLD_BPF_SEAL=fork.
 func spareProgIDs(t *testing.T) []ebpf.ProgramID {
 	t.Helper()
-	names, err := os.ReadDir(tracker.SpareRoot)
+	names, err := os.ReadDir(tracker.SpareRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func spareProgIDs(t *testing.T) []ebpf.ProgramID {
 		if strings.Count(n.Name(), "_") < 3 || strings.Split(n.Name(), "_")[1] != "fork" {
 			continue // another request's spare, a shared iterator, or one being made or taken
 		}
-		p, err := ebpf.LoadPinnedProgram(filepath.Join(tracker.SpareRoot, n.Name(), "prog_fork"), nil)
+		p, err := ebpf.LoadPinnedProgram(filepath.Join(tracker.SpareRoot(), n.Name(), "prog_fork"), nil)
 		if err != nil {
 			continue // taken meanwhile
 		}

@@ -703,17 +703,17 @@ func TestBPFLoadTakesSpareThatCameBack(t *testing.T) {
 		}
 		l.Close()
 	}
-	names, err := os.ReadDir(SpareRoot)
+	names, err := os.ReadDir(SpareRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var spare string
 	for _, e := range names {
 		if strings.Contains(e.Name(), "_fork_") {
-			spare = filepath.Join(SpareRoot, e.Name())
+			spare = filepath.Join(SpareRoot(), e.Name())
 		}
 	}
-	hidden := filepath.Join(SpareRoot, "making_test-"+strconv.Itoa(os.Getpid()))
+	hidden := filepath.Join(SpareRoot(), "making_test-"+strconv.Itoa(os.Getpid()))
 	if spare == "" || os.Rename(spare, hidden) != nil || SpareCount() != 0 {
 		t.Fatalf("test shape: cannot hide the spare %q (%d spares)", spare, SpareCount())
 	}

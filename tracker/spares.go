@@ -69,8 +69,12 @@ func giveBackUnused(fresh <-chan loaded) {
 	}
 }
 
+// SpareRootEnv names a test's own spare root (bpf.SpareRootEnv), which a
+// hold passes on to its spare maker.
+const SpareRootEnv = bpf.SpareRootEnv
+
 // SpareRoot is where the spares are pinned.
-const SpareRoot = bpf.SpareRoot
+func SpareRoot() string { return bpf.SpareRoot() }
 
 // SpareCount is how many spares are there to take.
 func SpareCount() int { return bpf.SpareCount() }

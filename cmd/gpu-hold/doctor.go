@@ -270,15 +270,15 @@ func itersDetail() string {
 	if devscan && groups {
 		return "device scan and process groups pinned: a hold opens them, and an eBPF teardown reads the payload's group from the kernel instead of walking /proc"
 	}
-	return fmt.Sprintf("device scan pinned: %v, process groups pinned: %v; the spare maker pins both (in %s) when the next eBPF hold ends with the stock low", devscan, groups, tracker.SpareRoot)
+	return fmt.Sprintf("device scan pinned: %v, process groups pinned: %v; the spare maker pins both (in %s) when the next eBPF hold ends with the stock low", devscan, groups, tracker.SpareRoot())
 }
 
 // sparesDetail says how many loaded eBPF lineages wait for the next holds.
 func sparesDetail() string {
 	if n := tracker.SpareCount(); n > 0 {
-		return fmt.Sprintf("%d ready in %s: a hold takes one instead of loading its programs", n, tracker.SpareRoot)
+		return fmt.Sprintf("%d ready in %s: a hold takes one instead of loading its programs", n, tracker.SpareRoot())
 	}
-	return "none yet: the next eBPF hold loads its own programs, then makes spares (" + tracker.SpareRoot + ")"
+	return "none yet: the next eBPF hold loads its own programs, then makes spares (" + tracker.SpareRoot() + ")"
 }
 
 // kernelCheck is the kernel row: the release, whether it is at least the
