@@ -306,13 +306,17 @@ func printIdle(out io.Writer, views []resourceView) {
 // gpu-hold holder explains it, with its user's name.
 type lockerView struct {
 	queue.Locker
-	User string `json:"user"`
+	User string `json:"user,omitempty"`
 }
 
 func lockersOf(ls []queue.Locker) []lockerView {
 	var out []lockerView
 	for _, l := range ls {
-		out = append(out, lockerView{Locker: l, User: queue.UserName(l.UID)})
+		v := lockerView{Locker: l}
+		if l.UID >= 0 {
+			v.User = userName(l.UID) // as a ticket's user is shown
+		}
+		out = append(out, v)
 	}
 	return out
 }
