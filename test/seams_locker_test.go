@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -63,9 +65,22 @@ func heldAs(t *testing.T, cred *syscall.Credential, mark, path string, ready fun
 	}
 }
 
-// queueNames is heldAs's ready: gpu-hold queue names pid as a locker.
-func queueNames(t *testing.T, f *fleet) func(pid int) bool {
-	return func(pid int) bool { return qLockerOf(t, f.Dir, "gpu", pid) != nil }
+// locksFile is heldAs's ready: /proc/locks says pid holds path's flock.
+func locksFile(t *testing.T, path string) func(pid int) bool {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	return func(pid int) bool {
+		b, _ := os.ReadFile("/proc/locks")
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 6 && f[1] == "FLOCK" && f[4] == fmt.Sprint(pid) && f[5] == key {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // qLocker is one of gpu-hold queue --json's lockers.
@@ -141,7 +156,7 @@ func TestLockerWithNoTicketIsNamed(t *testing.T) {
 			if r := qCmd(t, f.Dir, "queue", "-r", "gpu"); !strings.Contains(r.Stdout, "token free") {
 				t.Fatalf("before the lock: %s%s", r.Stdout, r.Stderr)
 			}
-			id, release := heldAs(t, userCred(uidB), newMark(t), path, queueNames(t, f))
+			id, release := heldAs(t, userCred(uidB), newMark(t), path, locksFile(t, path))
 			who := fmt.Sprintf("pid %d (uid %d: flock -o %s cat", id.PID, uidB, path)
 
 			r := qCmd(t, f.Dir, "queue", "-r", "gpu")
@@ -150,7 +165,9 @@ func TestLockerWithNoTicketIsNamed(t *testing.T) {
 			}
 			requireSays(t, "gpu-hold queue", r.Stdout, who, "holds no ticket")
 			l := qLockerOf(t, f.Dir, "gpu", id.PID)
-			if l.Lock != lock || l.Process != id || l.UID != uidB || l.User != fmt.Sprint(uidB) || len(l.Cmd) == 0 || l.Cmd[0] != "flock" || l.Started.IsZero() || l.Ticket != 0 {
+			if l == nil {
+				t.Errorf("gpu-hold queue --json lists no locker with pid %d", id.PID)
+			} else if l.Lock != lock || l.Process != id || l.UID != uidB || l.User != fmt.Sprint(uidB) || len(l.Cmd) == 0 || l.Cmd[0] != "flock" || l.Started.IsZero() || l.Ticket != 0 {
 				t.Errorf("gpu-hold queue --json's locker %+v, want flock %v of uid %d on the %s lock, with no ticket", l, id, uidB, lock)
 			}
 
@@ -182,7 +199,7 @@ func TestLockerOnItsOwnGrantedTicket(t *testing.T) {
 	f := newFleet(t, "proc")
 	prepRes(t, f, "gpu")
 	token := filepath.Join(f.Dir, "gpu", "token")
-	id, release := heldAs(t, userCred(uidB), newMark(t), token, queueNames(t, f))
+	id, release := heldAs(t, userCred(uidB), newMark(t), token, locksFile(t, token))
 	var ns syscall.Stat_t
 	if err := syscall.Stat("/proc/self/ns/pid", &ns); err != nil {
 		t.Fatal(err)
@@ -193,7 +210,7 @@ func TestLockerOnItsOwnGrantedTicket(t *testing.T) {
 	b, _ := json.Marshal(tk)
 	ticket := filepath.Join(f.Dir, "gpu", fmt.Sprintf("t.%020d", forgedSeq))
 	writeAs(t, userCred(uidB), ticket, append(b, '\n'))
-	_, unlockTicket := heldAs(t, userCred(uidB), newMark(t), ticket, func(int) bool { return qStatus(t, f.Dir, "gpu").Holder != nil })
+	_, unlockTicket := heldAs(t, userCred(uidB), newMark(t), ticket, locksFile(t, ticket))
 	defer unlockTicket()
 
 	st := qStatus(t, f.Dir, "gpu")
@@ -203,7 +220,7 @@ func TestLockerOnItsOwnGrantedTicket(t *testing.T) {
 	who := fmt.Sprintf("pid %d (uid %d: flock -o %s cat", id.PID, uidB, token)
 	r := qCmd(t, f.Dir, "queue", "-r", "gpu")
 	requireSays(t, "gpu-hold queue", r.Stdout, who, fmt.Sprintf("granted ticket %d", forgedSeq), "not a gpu-hold")
-	if l := qLockerOf(t, f.Dir, "gpu", id.PID); !l.Granted || l.Ticket != forgedSeq || l.Comm != "flock" {
+	if l := qLockerOf(t, f.Dir, "gpu", id.PID); l == nil || !l.Granted || l.Ticket != forgedSeq || l.Comm != "flock" {
 		t.Errorf("gpu-hold queue --json's locker %+v, want flock on granted ticket %d", l, forgedSeq)
 	}
 
