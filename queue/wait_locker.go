@@ -7,7 +7,10 @@ package queue
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // lockerPatience is how long a lock held with no ticket is seen before it
@@ -37,6 +40,10 @@ func (l *waitLoop) holderLocker(holder *Ticket) *Locker {
 		return l.checkedAs
 	}
 	l.checked, l.checkedAs = holder.Holder, nil
+	// A gpu-hold's name is all a look after each hand-off reads.
+	if st, ok := proc.LiveStat(holder.Holder); !ok || strings.HasPrefix(st.Comm, gpuHoldComm) {
+		return nil
+	}
 	locks := l.snap.lockHolders(l.w.q)
 	lk := describeLocker(holder.Holder.PID, locks[holder.Holder.PID], l.snap)
 	if !lk.Gone && !lk.GPUHold() && lk.Process == holder.Holder {

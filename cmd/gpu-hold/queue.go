@@ -52,6 +52,10 @@ waiting tickets in order. Columns:
   HOLD_ID   the hold's id (gpu-hold show, wait, cancel take it)
   COMMAND
 
+A process that holds the token's lock, or the resource directory's, where no gpu-hold holder
+explains it (no ticket, or a granted ticket whose process is not a gpu-hold) is named below the
+table by pid, user, command and start time: every hold waits for it.
+
 -o picks and orders the columns by name (-o ticket,user,left). -r of a pool resource lists
 its devices, each with its holder, then the pool's tickets. A ticket number, hold id,
 label or user is what gpu-hold cancel takes. It creates nothing: an unknown -r is an error
