@@ -1,5 +1,6 @@
 // status.go owns the live one-line queue status shown on a terminal while a
-// ticket waits: position, holder's label and how long it has held.
+// ticket waits: position, holder's label and how long it has held, and a
+// process that holds the queue's locks with no ticket that explains it.
 package hold
 
 import (
@@ -63,6 +64,10 @@ func (s *statusLine) draw() {
 	}
 	if s.last.Waiting != "" {
 		line += "; " + s.last.Waiting
+	}
+	if lk := s.last.Locker; lk != nil {
+		// Who holds the token up where no gpu-hold holder explains it.
+		line += "; " + lk.Summary()
 	}
 	fmt.Fprintf(s.w, "\r\033[K%s", line)
 }

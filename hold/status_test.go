@@ -1,5 +1,5 @@
-// status_test.go owns the test of the waiting line: the holder it names
-// cannot drive the terminal.
+// status_test.go owns the tests of the waiting line: the holder it names
+// cannot drive the terminal, and a locker with no ticket is named.
 package hold
 
 import (
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
@@ -20,5 +21,20 @@ func TestStatusLineShowsNoControlCharacters(t *testing.T) {
 	out := strings.TrimPrefix(b.String(), "\r\x1b[K")
 	if strings.ContainsAny(out, "\x1b\x07\u009b") || !strings.Contains(out, "held by x") {
 		t.Errorf("control characters of the holder's label reach the terminal: %q", b.String())
+	}
+}
+
+// A process that holds the token with no ticket is named on the waiting
+// line by pid, user and command; its command is its own text, shown with
+// its control characters escaped.
+func TestStatusLineNamesLocker(t *testing.T) {
+	var b bytes.Buffer
+	s := &statusLine{w: &b, stop: make(chan struct{})}
+	lk := &queue.Locker{Lock: "token", Process: proc.Ident{PID: 4242, Start: 7}, UID: 0, Comm: "flock",
+		Cmd: []string{"flock", "token", "x\x1b[2J"}, Started: time.Now(), Seen: time.Now()}
+	s.update(queue.Position{Locker: lk})
+	out := strings.TrimPrefix(b.String(), "\r\x1b[K")
+	if strings.ContainsAny(out, "\x1b") || !strings.Contains(out, "token locked by pid 4242 (root: flock token x\\x1b[2J) with no ticket, seen since ") {
+		t.Errorf("waiting line %q, want the locker named", out)
 	}
 }

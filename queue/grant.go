@@ -164,13 +164,7 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 		if err != nil {
 			return nil, err
 		}
-		desc := "a process with no valid ticket"
-		if s, err := q.scan(); err == nil && s.holder(q) != nil {
-			desc = s.holder(q).Describe()
-		} else if pid := q.tokenLockPID(); pid > 0 {
-			desc = fmt.Sprintf("pid %d (no valid ticket)", pid)
-		}
-		return nil, tagged(ErrNotDead, "%s holds the token of %s, alive", desc, q.path)
+		return nil, tagged(ErrNotDead, "%s", q.heldBy(tok.dirBusy))
 	}
 	snap, err := q.scan()
 	if err != nil {
@@ -193,6 +187,25 @@ func (q *dirQueue) TakeDead(ctx context.Context, me Ticket) (Grant, error) {
 		return nil, err
 	}
 	return &grant{q: q, e: e, fd: fd, tok: tok, dead: dead}, nil
+}
+
+// heldBy says who keeps TakeDead from the token: the holder, or the
+// process that holds the token's lock (the directory's, when dirBusy).
+func (q *dirQueue) heldBy(dirBusy bool) string {
+	s, err := q.scan()
+	if err != nil {
+		s = nil
+	} else if h := s.holder(q); h != nil {
+		return fmt.Sprintf("%s holds the token of %s, alive", h.Describe(), q.path)
+	}
+	want, what := lockToken, "the token of "+q.path
+	if dirBusy {
+		want, what = lockDir, "the queue directory "+q.path
+	}
+	if lk := q.lockerOf(want, s); lk != nil {
+		return fmt.Sprintf("%s is locked by %s, alive. %s; %s", what, lk.Describe(), lk.Why(), lk.Remedy())
+	}
+	return fmt.Sprintf("%s is locked by a process with no valid ticket that /proc/locks does not name, alive", what)
 }
 
 // cleanup runs under the token: it removes, where this user may, the

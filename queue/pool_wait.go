@@ -112,7 +112,7 @@ func (l *poolLoop) step() (*PoolGrant, bool, error) {
 		return nil, true, ErrRemoved
 	}
 	if l.ctx.Err() != nil {
-		return nil, true, pw.w.giveUp(l.ctx, l.start, nil)
+		return nil, true, pw.w.giveUp(l.ctx, l.start, nil, nil)
 	}
 	g, r, err := pw.round(l.sched)
 	if err != nil || g != nil {

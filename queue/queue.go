@@ -145,6 +145,10 @@ type Position struct {
 	Holder *Ticket // current holder, if any
 	// Waiting says what a pool ticket waits for (empty for a token).
 	Waiting string
+	// Locker is what holds the token up where no gpu-hold holder
+	// explains it: a process holding the queue's own locks with no
+	// ticket, or on a granted ticket while it is not a gpu-hold.
+	Locker *Locker
 }
 
 // Status is a snapshot of a queue.
@@ -155,6 +159,9 @@ type Status struct {
 	Waiters  []Ticket `json:"waiters"`
 	Dead     []Ticket `json:"dead,omitempty"`    // holders that died and are not yet reaped
 	Skipped  []string `json:"skipped,omitempty"` // files in the directory that are not ours (reported, ignored)
+	// Lockers hold the queue's own locks (the token's, the directory's)
+	// where no gpu-hold holder explains it; every hold waits for them.
+	Lockers []Locker `json:"lockers,omitempty"`
 }
 
 var (
@@ -175,14 +182,18 @@ var (
 type WaitTimeout struct {
 	Waited time.Duration
 	Holder *Ticket
+	Locker *Locker // what held the token up where no gpu-hold holder explains it
 }
 
 func (e *WaitTimeout) Error() string {
-	if e.Holder == nil {
-		return "the wait allowance of " + Round(e.Waited).String() + " ran out"
+	s := "the wait allowance of " + Round(e.Waited).String() + " ran out"
+	if e.Holder != nil {
+		s += "; the token is held by " + e.Holder.Describe() + " for " + time.Since(e.Holder.Granted).Round(time.Second).String()
 	}
-	return "the wait allowance of " + Round(e.Waited).String() + " ran out; the token is held by " +
-		e.Holder.Describe() + " for " + time.Since(e.Holder.Granted).Round(time.Second).String()
+	if e.Locker != nil {
+		s += "; " + e.Locker.Summary()
+	}
+	return s
 }
 
 // Round shortens a measured duration for a message: -w 1s ran out after

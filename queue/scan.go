@@ -94,16 +94,16 @@ func (m *markerFile) counts(e *entry) bool {
 type snapshot struct {
 	tickets []entry // valid tickets by seq
 	markers map[uint64][]markerFile
-	temps   []string     // names of files being published
-	skipped []string     // problem files, reported
-	locks   map[int]bool // the pids holding the queue's locks (lockHolders), read once
-	read    bool         // locks was read (nil: /proc/locks cannot be)
+	temps   []string        // names of files being published
+	skipped []string        // problem files, reported
+	locks   map[int]lockSet // the pids holding the queue's locks (lockHolders), read once
+	read    bool            // locks was read (nil: /proc/locks cannot be)
 }
 
 // lockHolders is the pids that hold the token's or the directory's lock,
 // read once per snapshot (a read of /proc/locks may sleep for an RCU grace
 // period).
-func (s *snapshot) lockHolders(q *dirQueue) map[int]bool {
+func (s *snapshot) lockHolders(q *dirQueue) map[int]lockSet {
 	if !s.read {
 		s.locks, s.read = q.lockHolders(), true
 	}
@@ -333,7 +333,7 @@ func (s *snapshot) holder(q *dirQueue) *entry {
 	}
 	pids := s.lockHolders(q)
 	for _, e := range hs {
-		if pids[e.Holder.PID] {
+		if pids[e.Holder.PID] != 0 {
 			return e
 		}
 	}
@@ -387,7 +387,7 @@ func (s *snapshot) unheld(q *dirQueue, me uint64) []entry {
 			continue // gone or dying: dead() or dying() has it
 		}
 		// Without /proc/locks nothing is known to hold nothing.
-		if pids := s.lockHolders(q); pids != nil && !pids[e.Holder.PID] {
+		if pids := s.lockHolders(q); pids != nil && pids[e.Holder.PID] == 0 {
 			e.Unheld = true
 			out = append(out, e)
 		}
@@ -419,17 +419,20 @@ func (s *snapshot) reaped(e *entry) bool {
 }
 
 // Status lists the holder, the live waiters in order, the unreaped dead
-// holders and the files that were skipped.
+// holders, the processes that hold the queue's locks where no gpu-hold
+// holder explains it, and the files that were skipped.
 func (q *dirQueue) Status() (Status, error) {
 	s, err := q.scan()
 	if err != nil {
 		return Status{}, err
 	}
 	st := Status{Resource: q.resource, Waiters: []Ticket{}, Skipped: s.skipped}
-	if h := s.holder(q); h != nil {
+	h := s.holder(q)
+	if h != nil {
 		t := h.Ticket
 		st.Holder = &t
 	}
+	st.Lockers = s.lockers(q, h)
 	for _, e := range s.tickets {
 		if e.live && !e.granted() {
 			st.Waiters = append(st.Waiters, e.Ticket)

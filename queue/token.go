@@ -6,12 +6,8 @@
 package queue
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +22,9 @@ type tokenLock struct {
 	// the token file cannot make a waiter a second holder, since nobody
 	// can remove the directory's lock from under the holder.
 	guard int
+	// dirBusy: the last tryLock got the token's lock but not the
+	// directory's, which another process holds.
+	dirBusy bool
 }
 
 func (q *dirQueue) openToken() (*tokenLock, error) {
@@ -48,6 +47,7 @@ func (q *dirQueue) tryLock(tl *tokenLock) (bool, error) {
 	if tl.held {
 		return true, nil
 	}
+	tl.dirBusy = false
 	err := unix.Flock(tl.fd, unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		if !q.same(tokenName, tl.dev, tl.ino) {
@@ -63,9 +63,11 @@ func (q *dirQueue) tryLock(tl *tokenLock) (bool, error) {
 		unix.Flock(tl.fd, unix.LOCK_UN)
 		return false, q.reopenToken(tl)
 	}
-	if !q.lockGuard(tl) {
-		// A holder whose token file was removed still holds the directory.
-		q.warnf("guard", "%s: a holder still holds the queue although its token file was removed or replaced; waiting for it", q.path)
+	tl.dirBusy = !q.lockGuard(tl)
+	if tl.dirBusy {
+		// Someone holds the directory's lock without the token's: a
+		// holder whose token file was replaced, or a process that took
+		// the directory's lock itself. The caller tells which (lockers).
 		unix.Flock(tl.fd, unix.LOCK_UN)
 		return false, nil
 	}
@@ -133,85 +135,4 @@ func (q *dirQueue) tokenLocked() bool {
 	defer tl.close()
 	locked, err := lockedByOther(tl.fd)
 	return locked && err == nil
-}
-
-// tokenLockPID finds in /proc/locks the process that holds the token's
-// flock: 0 when nobody holds it or it cannot be told. It lets a waiter
-// watch a holder that has no (valid) ticket.
-func (q *dirQueue) tokenLockPID() int {
-	var st unix.Stat_t
-	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-		return 0
-	}
-	return lockPID(st.Dev, st.Ino)
-}
-
-// lockHolders returns the processes that hold the token's flock or the
-// directory's (the guard), from /proc/locks; nil when it cannot be read.
-func (q *dirQueue) lockHolders() map[int]bool {
-	var files []lockKey
-	var st unix.Stat_t
-	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-		files = append(files, keyOf(st.Dev, st.Ino))
-	}
-	if unix.Fstat(q.fd, &st) == nil {
-		files = append(files, keyOf(st.Dev, st.Ino))
-	}
-	pids := map[int]bool{}
-	if !eachLock(func(key lockKey, pid int) bool {
-		for _, f := range files {
-			if key == f {
-				pids[pid] = true
-			}
-		}
-		return true
-	}) {
-		return nil // unknown, not "nobody"
-	}
-	return pids
-}
-
-// lockKey names a file as /proc/locks does: major:minor:inode.
-type lockKey string
-
-func keyOf(dev, ino uint64) lockKey {
-	return lockKey(fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino))
-}
-
-func lockPID(dev, ino uint64) int {
-	want, found := keyOf(dev, ino), 0
-	eachLock(func(key lockKey, pid int) bool {
-		if key == want {
-			found = pid
-			return false
-		}
-		return true
-	})
-	return found
-}
-
-// lockTable is the kernel's table of locks; tests replace it.
-var lockTable = "/proc/locks"
-
-// eachLock calls fn with every flock held (not requested) in /proc/locks
-// until fn returns false; false when the table cannot be read.
-func eachLock(fn func(key lockKey, pid int) bool) bool {
-	f, err := os.Open(lockTable)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// 1: FLOCK  ADVISORY  WRITE 8229 fe:00:9978007 0 EOF
-		// Blocked requests ("1: -> FLOCK ...") are not holders.
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 6 || fs[1] != "FLOCK" {
-			continue
-		}
-		if pid, err := strconv.Atoi(fs[4]); err == nil && pid > 0 && !fn(lockKey(fs[5]), pid) {
-			return true
-		}
-	}
-	return sc.Err() == nil
 }

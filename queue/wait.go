@@ -74,6 +74,14 @@ type waitLoop struct {
 	// lockedAway counts the looks in a row that found the token locked
 	// by a process with no valid ticket (see take).
 	lockedAway int
+	// snap is the last look's reading of the queue; locker, what holds
+	// the token up that no gpu-hold holder explains (wait_locker.go);
+	// checked, the holder whose process was last checked to be a gpu-hold,
+	// and checkedAs what it was found to be (nil: a gpu-hold).
+	snap      *snapshot
+	locker    *Locker
+	checked   proc.Ident
+	checkedAs *Locker
 	// placeOnly: the loop ends once at most within live tickets are
 	// ahead, without the token, and leaves the ticket in place when it
 	// fails (WaitAhead).
@@ -116,6 +124,7 @@ func (l *waitLoop) round() (g Grant, done bool, err error) {
 	if err != nil || l.placeOnly && len(ahead) <= l.within {
 		return nil, true, err
 	}
+	l.heldUpBy(ahead, holder)
 	// A waiter with tickets ahead of it, and no one to show its place
 	// to, wakes only for what can move it: the ticket directly ahead
 	// going (or its owner dying) and its own ticket being removed. The
@@ -137,6 +146,7 @@ func (l *waitLoop) round() (g Grant, done bool, err error) {
 		unsure = true
 		watch = append(watch, locker...)
 	}
+	l.tell(Position{Ahead: len(ahead), Holder: holder})
 	for i := l.mover(ahead); i >= 0 && i >= len(ahead)-pidWatchAhead; i-- {
 		watch = append(watch, ahead[i].Holder)
 		if quiet {
@@ -169,21 +179,27 @@ func (l *waitLoop) look() (ahead []entry, holder *Ticket, err error) {
 		return nil, nil, err
 	}
 	ahead, holder = l.place(snap)
+	l.snap = snap
 	if l.ctx.Err() != nil {
 		if l.placeOnly {
 			return nil, nil, l.ctx.Err()
 		}
-		return nil, nil, w.giveUp(l.ctx, l.start, holder)
+		return nil, nil, w.giveUp(l.ctx, l.start, holder, l.locker)
 	}
-	pos := Position{Ahead: len(ahead), Holder: holder}
 	if len(ahead) == 0 {
 		atHead(l.ctx)
 	}
+	return ahead, holder, nil
+}
+
+// tell shows pos, with what holds the token up, to progress when it
+// changed.
+func (l *waitLoop) tell(pos Position) {
+	pos.Locker = l.locker
 	if l.progress != nil && (!l.reported || changed(pos, l.last)) {
 		l.progress(pos)
 		l.reported, l.last = true, pos
 	}
-	return ahead, holder, nil
 }
 
 // scan reads what a look needs: for WaitAhead the nearest within+1
@@ -255,14 +271,12 @@ func (l *waitLoop) take() (g Grant, locker []proc.Ident, done bool, err error) {
 	// has just removed its ticket and not yet unlocked, whose close of
 	// the token wakes us. Held still at the next look (one taking the
 	// token, or not gpu-hold at all), the process /proc/locks names is
-	// watched; a read of it after a quiet moment sleeps for an RCU grace
-	// period (milliseconds), too long for every hand-off. A backoff
-	// re-checks besides.
+	// watched, and named (wait_locker.go); a read of it after a quiet
+	// moment sleeps for an RCU grace period (milliseconds), too long for
+	// every hand-off. A backoff re-checks besides.
 	if l.lockedAway++; l.lockedAway > 1 {
-		if pid := w.q.tokenLockPID(); pid > 0 {
-			if st, err := proc.ReadStat(pid); err == nil {
-				locker = append(locker, st.Ident)
-			}
+		if lk := l.lockedBy(); lk != nil && !lk.Gone {
+			locker = append(locker, lk.Process)
 		}
 	}
 	return nil, locker, false, nil
@@ -308,17 +322,21 @@ func (l *waitLoop) sleep(watch []proc.Ident, unsure bool) error {
 }
 
 func changed(a, b Position) bool {
-	if a.Ahead != b.Ahead || (a.Holder == nil) != (b.Holder == nil) {
+	if a.Ahead != b.Ahead || (a.Holder == nil) != (b.Holder == nil) || (a.Locker == nil) != (b.Locker == nil) {
+		return true
+	}
+	if a.Locker != nil && !a.Locker.same(b.Locker) {
 		return true
 	}
 	return a.Holder != nil && a.Holder.Seq != b.Holder.Seq
 }
 
 // giveUp removes the ticket when ctx ended: a *WaitTimeout for a deadline.
-func (w *waiter) giveUp(ctx context.Context, start time.Time, holder *Ticket) error {
+// locker (may be nil) is what held the token up.
+func (w *waiter) giveUp(ctx context.Context, start time.Time, holder *Ticket, locker *Locker) error {
 	w.Cancel()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &WaitTimeout{Waited: time.Since(start), Holder: holder}
+		return &WaitTimeout{Waited: time.Since(start), Holder: holder, Locker: locker}
 	}
 	return ctx.Err()
 }

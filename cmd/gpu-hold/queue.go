@@ -52,6 +52,10 @@ waiting tickets in order. Columns:
   HOLD_ID   the hold's id (gpu-hold show, wait, cancel take it)
   COMMAND
 
+A process that holds the token's lock, or the resource directory's, where no gpu-hold holder
+explains it (no ticket, or a granted ticket whose process is not a gpu-hold) is named below the
+table by pid, user, command and start time: every hold waits for it.
+
 -o picks and orders the columns by name (-o ticket,user,left). -r of a pool resource lists
 its devices, each with its holder, then the pool's tickets. A ticket number, hold id,
 label or user is what gpu-hold cancel takes. It creates nothing: an unknown -r is an error
@@ -247,11 +251,7 @@ func printQueue(out io.Writer, views []resourceView, cols []column, noHeader boo
 		names = append(names, v.Resource)
 	}
 	if len(rows) == 0 {
-		if len(names) == 0 {
-			fmt.Fprintln(out, "no holds: every token is free, nobody waiting")
-		} else {
-			fmt.Fprintf(out, "%s: token free, nobody waiting\n", strings.Join(names, ", "))
-		}
+		printIdle(out, views)
 	} else {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		if !noHeader {
@@ -274,11 +274,68 @@ func printQueue(out io.Writer, views []resourceView, cols []column, noHeader boo
 		if len(v.Dead) > 0 {
 			fmt.Fprintf(out, "%s: dead: the holder died without releasing; the next hold ends what it left running first (or run gpu-hold reap -r %s)\n", v.Resource, v.Resource)
 		}
+		for _, l := range v.Lockers {
+			fmt.Fprintf(out, "%s: %s\n", v.Resource, l.line())
+		}
 		if len(v.Skipped) > 0 {
 			// Their names are whatever their planters chose.
 			fmt.Fprintf(out, "%s: skipped %d file(s) that are not valid gpu-hold files: %s\n", v.Resource, len(v.Skipped), termsafe.Text(strings.Join(v.Skipped, ", ")))
 		}
 	}
+}
+
+// printIdle says, of resources where no ticket is listed, which tokens are
+// free; one locked with no ticket is not (its locker's line says by whom).
+func printIdle(out io.Writer, views []resourceView) {
+	var free, locked []string
+	for _, v := range views {
+		if len(v.Lockers) > 0 {
+			locked = append(locked, v.Resource)
+		} else {
+			free = append(free, v.Resource)
+		}
+	}
+	switch {
+	case len(views) == 0:
+		fmt.Fprintln(out, "no holds: every token is free, nobody waiting")
+	case len(free) > 0:
+		fmt.Fprintf(out, "%s: token free, nobody waiting\n", strings.Join(free, ", "))
+	}
+	if len(locked) > 0 {
+		fmt.Fprintf(out, "%s: nobody waiting and no ticket holds the token, but it is locked:\n", strings.Join(locked, ", "))
+	}
+}
+
+// lockerView is a process that holds a queue's own locks where no
+// gpu-hold holder explains it, with its user's name.
+type lockerView struct {
+	queue.Locker
+	User string `json:"user,omitempty"`
+}
+
+func lockersOf(ls []queue.Locker) []lockerView {
+	var out []lockerView
+	for _, l := range ls {
+		v := lockerView{Locker: l}
+		if l.UID >= 0 {
+			v.User = userName(l.UID) // as a ticket's user is shown
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// line says who holds which lock, what it is to the queue, and who can
+// end the wait for it.
+func (l lockerView) line() string {
+	what := map[string]string{
+		"directory":           "the queue's directory (which every gpu-hold holder locks with the token) is",
+		"token and directory": "the token and the queue's directory are",
+	}[l.Lock]
+	if what == "" {
+		what = "the token is"
+	}
+	return fmt.Sprintf("%s locked by %s. %s. Every hold waits until it lets go: %s", what, l.Describe(), l.Why(), l.Remedy())
 }
 
 func orDash(s string) string {

@@ -28,6 +28,9 @@ type resourceView struct {
 	Waiting     []ticketView `json:"waiting"`
 	Dead        []ticketView `json:"dead,omitempty"` // died holding, not yet reaped
 	Skipped     []string     `json:"skipped,omitempty"`
+	// Lockers hold the queue's own locks where no gpu-hold holder
+	// explains it (queue.go): every hold waits for them.
+	Lockers []lockerView `json:"lockers,omitempty"`
 }
 
 // ticketView is one ticket. Times are RFC 3339; durations carry their unit.
@@ -59,7 +62,7 @@ type ticketView struct {
 
 // viewOf is status st as views, now.
 func viewOf(st queue.Status, now time.Time) resourceView {
-	v := resourceView{Resource: st.Resource, Waiting: []ticketView{}, Skipped: st.Skipped}
+	v := resourceView{Resource: st.Resource, Waiting: []ticketView{}, Skipped: st.Skipped, Lockers: lockersOf(st.Lockers)}
 	if st.Holder != nil {
 		t := ticketOf(st.Resource, *st.Holder, "holding", 0, now)
 		v.Holding = &t
