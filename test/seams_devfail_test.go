@@ -2,7 +2,8 @@
 // token on while the device is held (--device-holders=fail, and wait past
 // its --device-wait): real holds of two users on a fleet directory, a fake
 // character device node (mknod, a major no driver has), and an outside
-// process of the first hold's user that holds the node after teardown.
+// process of the first hold's user that holds the node after teardown;
+// and a pool hold, which keeps its whole grant.
 package test
 
 import (
@@ -251,6 +252,62 @@ func TestDeviceKeepEndsOnSignalOrCancel(t *testing.T) {
 			requireAlive(t, outside{id: id})
 		})
 	}
+}
+
+// A pool hold keeps its whole grant while its device is held: the next
+// pool ticket, which asks for every device, does not start until the
+// outside holder of the first hold's device exits. (Its clean devices are
+// kept too: a pool grant gives its devices back only all at once.)
+//
+// Catches: a pool hold that releases its grant with its device held.
+func TestDevicePoolKeepsItsDevice(t *testing.T) {
+	t.Parallel()
+	rg := rigFor("proc")
+	mark := newMark(t)
+	scratch, q := rg.dirs(t)
+	devdir := t.TempDir()
+	var nodes []string
+	var files []*os.File
+	for i := range 2 {
+		p := filepath.Join(devdir, "fakegpu"+strconv.Itoa(i))
+		f, _ := plant.FakeDevice(t, p, uint32(1000+rand.IntN(1<<19)))
+		t.Cleanup(func() { f.Close() })
+		nodes, files = append(nodes, p), append(files, f)
+	}
+	cfg := `{"gpu": {"devices": [], "pool": {"devices": [{"nodes": ["` + nodes[0] + `"]}, {"nodes": ["` + nodes[1] + `"]}]}}}`
+	if err := os.WriteFile(filepath.Join(q, "resources.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p1 := script(t, scratch, "first.sh", "put started1 $$\nawait go1\n")
+	first := rg.start(t, q, mark, scratch, holdArgs(p1, "-n", "1", "-g", "1s", "--device-holders", "fail")...)
+	waitFile(t, filepath.Join(scratch, "started1"), 30*time.Second)
+	second := rg.start(t, q, mark, scratch, holdArgs(script(t, scratch, "second.sh", "put ran2 $$\n"), "-n", "2", "-g", "1s")...)
+	dfWaitLog(t, second, "waiting for the token")
+	// The holder holds both nodes, so whichever the first hold got.
+	c := exec.Command("bash", "-c", "exec -a "+holderName+" sleep 300")
+	c.Env = append(os.Environ(), markEnv+"="+newMark(t))
+	c.ExtraFiles = files
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	id := waitHolding(t, c.Process.Pid)
+	os.WriteFile(filepath.Join(scratch, "go1"), nil, 0o644)
+	dfWaitHolderReported(t, first, id)
+	for deadline := time.Now().Add(dfHeldWhile); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if exists(filepath.Join(scratch, "ran2")) {
+			t.Fatalf("the pool ticket behind started while %v held the first hold's device\nfirst hold's stderr:\n%s", id, first.Stderr())
+		}
+	}
+	dfWaitLog(t, first, dfKeeping)
+	c.Process.Kill()
+	requireEnd(t, first.Wait(60*time.Second), 73, false)
+	requireEnd(t, second.Wait(60*time.Second), 0, false)
+	if !exists(filepath.Join(scratch, "ran2")) {
+		t.Error("the pool ticket behind never ran its payload")
+	}
+	requireNoneLeft(t, mark)
 }
 
 // endWhenKept waits until h (--device-holders=fail or wait) keeps its
