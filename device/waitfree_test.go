@@ -20,8 +20,10 @@ import (
 )
 
 // scriptHolder starts a marked bash running body with path open as fd 3;
-// $D is a scratch dir for its trigger files. It returns its identity and
-// the scratch dir; whatever carries its mark is killed when the test ends.
+// $D is a scratch dir with a FIFO, $D/go, that the body reads to wait for
+// the test (a read blocks in bash itself: no child of it ever has the
+// node, as a forked one would). It returns its identity and the scratch
+// dir; whatever carries its mark is killed when the test ends.
 func scriptHolder(t *testing.T, path, body string) (proc.Ident, string) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -32,6 +34,9 @@ func scriptHolder(t *testing.T, path, body string) (proc.Ident, string) {
 	m := mark.New()
 	t.Cleanup(func() { mark.Kill(m) })
 	d := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(d, "go"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("bash", "-c", body)
 	cmd.Env = append(os.Environ(), mark.Env+"="+m, "D="+d)
 	cmd.ExtraFiles = []*os.File{f}
@@ -81,7 +86,7 @@ func waitFreeAsync(ctx context.Context, dev string, held []Holder) (<-chan error
 // Catches: a wait that only watches exits (it never ends).
 func TestWaitFreeHolderClosesWithoutExiting(t *testing.T) {
 	dev := fakeDevice(t)
-	id, d := scriptHolder(t, dev, `: > "$D/ready"; until [ -e "$D/close" ]; do sleep 0.01 3<&-; done; exec 3<&-; : > "$D/closed"; exec sleep 300`)
+	id, d := scriptHolder(t, dev, `: > "$D/ready"; read -r _ < "$D/go"; exec 3<&-; : > "$D/closed"; exec sleep 300`)
 	hs, err := ScanHolders([]string{dev})
 	if err != nil || len(hs) != 1 || hs[0].Ident != id {
 		t.Fatalf("scan: %+v %v, want %v", hs, err, id)
@@ -92,7 +97,7 @@ func TestWaitFreeHolderClosesWithoutExiting(t *testing.T) {
 		t.Fatalf("WaitFree returned (%v) while %v held the device", err, id)
 	case <-time.After(2 * keepRecheck):
 	}
-	os.WriteFile(filepath.Join(d, "close"), nil, 0o644)
+	os.WriteFile(filepath.Join(d, "go"), []byte("\n"), 0o644)
 	waitExists(t, filepath.Join(d, "closed"))
 	select {
 	case err := <-done:
@@ -114,30 +119,31 @@ func TestWaitFreeHolderClosesWithoutExiting(t *testing.T) {
 // a full scan; no report of the new holder.
 func TestWaitFreeFollowsTheDevice(t *testing.T) {
 	dev := fakeDevice(t)
-	_, d := scriptHolder(t, dev, `: > "$D/ready"; until [ -e "$D/pass" ]; do sleep 0.01 3<&-; done
+	_, d := scriptHolder(t, dev, `: > "$D/ready"; read -r _ < "$D/go"
 sleep 300 & c=$!; exec 3<&-; echo $c > "$D/child.tmp"; mv "$D/child.tmp" "$D/child"; exec sleep 300`)
 	hs, err := ScanHolders([]string{dev})
 	if err != nil || len(hs) != 1 {
 		t.Fatalf("scan: %+v %v", hs, err)
 	}
 	done, changes := waitFreeAsync(context.Background(), dev, hs)
-	os.WriteFile(filepath.Join(d, "pass"), nil, 0o644)
+	os.WriteFile(filepath.Join(d, "go"), []byte("\n"), 0o644)
 	waitExists(t, filepath.Join(d, "child"))
 	b, _ := os.ReadFile(filepath.Join(d, "child"))
 	child, err := strconv.Atoi(string(b[:len(b)-1]))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Parent and child hold it together for a moment (from the fork to
+	// the parent's close): a change may show both before the child alone.
 	var now []Holder
-	select {
-	case now = <-changes:
-	case err := <-done:
-		t.Fatalf("WaitFree returned (%v) while the holder's child %d held the device", err, child)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the device changed hands and WaitFree never said so")
-	}
-	if len(now) != 1 || now[0].PID != child {
-		t.Fatalf("changed hands to %+v, want the child %d", now, child)
+	for len(now) != 1 || now[0].PID != child {
+		select {
+		case now = <-changes:
+		case err := <-done:
+			t.Fatalf("WaitFree returned (%v) while the holder's child %d held the device", err, child)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the device changed hands to the child %d and WaitFree never said so (last: %+v)", child, now)
+		}
 	}
 	cid := now[0].Ident
 	ph, err := proc.Open(cid)
