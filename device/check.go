@@ -1,5 +1,6 @@
 // check.go owns the check after teardown: the baseline of holders present
-// before the grant, the bounded wait for the others to go, and its outcome.
+// before the grant, the bounded wait for the others to go, its outcome, and
+// the unbounded wait of a hold that keeps its token while the device is held.
 package device
 
 import (
@@ -105,6 +106,84 @@ func closeAll(fds []unix.PollFd) {
 	}
 }
 
+// keepRecheck is how often WaitFree reads again the fd tables of the
+// holders it waits for: closing the node without exiting is a change no
+// pidfd tells. Only those holders are read, not every process: the wait
+// may last hours, and a walk of a large host's /proc is not cheap.
+var keepRecheck = time.Second
+
+// WaitFree waits, with no bound, until no process outside baseline holds
+// one of patterns' nodes: the wait of a hold that does not hand its token on
+// while the device is held. held are the holders last found. Between scans
+// it waits on their pidfds, and every keepRecheck reads their own fd tables
+// again; an exit, or any change among them, brings a full scan (which finds
+// a process the file was passed to, by fork or over a socket). changed, when
+// not nil, is called with the holders of a full scan that differ from
+// those before. When ctx ends it returns the holders left and ctx's error.
+func WaitFree(ctx context.Context, patterns []string, baseline Baseline, held []Holder, changed func([]Holder)) ([]Holder, error) {
+	hs := held
+	for len(hs) > 0 {
+		if err := waitAnyExit(ctx, hs, keepRecheck); err != nil {
+			return hs, err
+		}
+		if stillHeld(patterns, baseline, hs) {
+			continue
+		}
+		now, err := ScanHolders(patterns)
+		if err != nil {
+			return hs, err
+		}
+		now = baseline.Filter(now)
+		if changed != nil && len(now) > 0 && !sameHolders(now, hs) {
+			changed(now)
+		}
+		hs = now
+	}
+	return nil, nil
+}
+
+// stillHeld reports whether the holders hs, read again one by one, still
+// hold exactly what they held.
+func stillHeld(patterns []string, baseline Baseline, hs []Holder) bool {
+	nodes, err := Expand(patterns)
+	if err != nil {
+		return false // the full scan says what is wrong
+	}
+	pids := make([]int, 0, len(hs))
+	for _, h := range hs {
+		pids = append(pids, h.PID)
+	}
+	return sameHolders(baseline.Filter(scanPIDs(nodes, pids)), hs)
+}
+
+// sameHolders reports whether a and b are the same (process, node) pairs.
+func sameHolders(a, b []Holder) bool {
+	sa, sb := holdings(a), holdings(b)
+	if len(sa) != len(sb) {
+		return false
+	}
+	for k := range sa {
+		if !sb[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// holding is one process holding one node.
+type holding struct {
+	id   proc.Ident
+	node string
+}
+
+func holdings(hs []Holder) map[holding]bool {
+	set := make(map[holding]bool, len(hs))
+	for _, h := range hs {
+		set[holding{h.Ident, h.Node}] = true
+	}
+	return set
+}
+
 // Check is the outcome of the device-holder check after teardown.
 type Check struct {
 	Policy   Policy        `json:"policy"`
@@ -120,10 +199,17 @@ func (c Check) Failed() bool {
 	return c.Policy == PolicyFail && len(c.Holders) > 0
 }
 
+// KeepsToken reports whether holders are left that the policy does not
+// hand the token on beside (Policy.KeepsToken): the hold keeps its token
+// until they go (WaitFree).
+func (c Check) KeepsToken() bool {
+	return c.Policy.KeepsToken() && len(c.Holders) > 0
+}
+
 // CheckHolders runs the check under policy: warn scans once; wait and
-// fail wait up to bound (WaitHolders) for the holders outside baseline
-// to go. The holders left are in the result; Failed says what fail makes of
-// them.
+// fail wait up to bound (WaitHolders; the hold gives fail none) for the
+// holders outside baseline to go. The holders left are in the result;
+// Failed and KeepsToken say what the policy makes of them.
 func CheckHolders(ctx context.Context, policy Policy, patterns []string, baseline Baseline, bound time.Duration) (Check, error) {
 	if policy == "" {
 		policy = PolicyWarn

@@ -1,5 +1,6 @@
 // policy.go owns --device-holders: what a hold does about holders found
-// after teardown (warn, wait or fail), as a flag value.
+// after teardown (warn, wait or fail), as a flag value, and whether it
+// hands its token on while one is left.
 package device
 
 import "fmt"
@@ -11,12 +12,18 @@ type Policy string
 const (
 	// PolicyWarn reports the holders and releases (the default).
 	PolicyWarn Policy = "warn"
-	// PolicyWait waits up to a bound for the holders to go, then reports any left.
+	// PolicyWait waits up to a bound (--device-wait) for the holders to
+	// go; one still there is reported, and the token kept until it goes.
 	PolicyWait Policy = "wait"
-	// PolicyFail waits like PolicyWait; holders left make the hold exit
-	// 73 (hold.ExitDeviceHolders).
+	// PolicyFail looks once: a holder makes the hold exit 73
+	// (hold.ExitDeviceHolders), and the token is kept until it goes.
 	PolicyFail Policy = "fail"
 )
+
+// KeepsToken reports whether a hold under p keeps its token while a
+// holder outside its lineage still holds the device: wait and fail refuse
+// to hand a held device on; warn hands it on and reports.
+func (p Policy) KeepsToken() bool { return p == PolicyWait || p == PolicyFail }
 
 // ParsePolicy parses a --device-holders value.
 func ParsePolicy(s string) (Policy, error) {

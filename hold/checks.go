@@ -6,6 +6,7 @@ package hold
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/device"
@@ -41,11 +42,27 @@ func (h *holdRun) deviceBaseline() device.Baseline {
 }
 
 // checkDevices reports every process outside the baseline that still holds
-// the device after teardown, before the token is released.
-func (h *holdRun) checkDevices(ctx context.Context, baseline device.Baseline) {
+// the device after teardown, before the token is released; under
+// --device-holders=wait|fail it keeps the token while one is left
+// (withhold.go). A signal on sigc (TERM, INT, HUP, gpu-hold cancel) ends
+// the wait and the keeping: the token then goes on with the holders on
+// record.
+func (h *holdRun) checkDevices(ctx context.Context, baseline device.Baseline, sigc chan os.Signal) {
 	if len(h.devices) == 0 {
 		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	signalled := watchSignal(ctx, cancel, sigc)
+	defer signalled()
+	check := h.scanDevices(ctx, baseline)
+	if check.KeepsToken() {
+		h.withhold(ctx, check, baseline, signalled)
+	}
+}
+
+// scanDevices runs the check after teardown, reports the holders it finds
+// (log and record) and sets the result of --device-holders=fail.
+func (h *holdRun) scanDevices(ctx context.Context, baseline device.Baseline) device.Check {
 	o, log := &h.o, h.o.Log
 	// Only --device-holders=wait waits for them to go; warn and fail look once.
 	bound := time.Duration(0)
@@ -53,26 +70,25 @@ func (h *holdRun) checkDevices(ctx context.Context, baseline device.Baseline) {
 		bound = o.DeviceWait
 	}
 	check, err := device.CheckHolders(ctx, o.DeviceHolders, h.devices, baseline, bound)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		log.Warn().Err(err).Msg("device-holder check incomplete")
 	}
 	hs := check.Holders
 	h.deviceHolders = len(hs)
 	if len(hs) == 0 {
-		return
+		return check
 	}
-	recs := make([]any, 0, len(hs))
 	for _, dh := range hs {
-		recs = append(recs, dh)
 		log.Error().Int("pid", dh.PID).Uint64("start", dh.Start).Int("uid", dh.UID).Str("user", dh.User).
 			Str("command", dh.Command).Str("node", dh.Node).Interface("drm", dh.DRM).
 			Msg("device still held after teardown by a process outside the lineage")
 	}
-	h.rec.update(func(hi *record.HoldInfo) { hi.DeviceHolders = recs })
+	h.recordHolders(hs, nil, 0, "")
 	if check.Failed() {
 		h.res.Code, h.res.Cause = ExitDeviceHolders, record.CauseDeviceHolders
 		log.Error().Int("holders", len(hs)).Msg("--device-holders=fail: exiting 73")
 	}
+	return check
 }
 
 // watchMemory returns a channel that delivers when available memory falls

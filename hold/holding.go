@@ -37,10 +37,13 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 	defer p.reap()
 	h.unfenced(filter)
 	h.awaitEnd(ctx, p, sigc)
-	cut := make(chan struct{})
-	go h.laterSignals(sigc, cut)
+	cut, over := make(chan struct{}), make(chan struct{})
+	heard := h.laterSignals(sigc, cut, over)
 	out := h.endLineage(tr, p, cut)
-	h.checkDevices(ctx, baseline)
+	close(over)
+	<-heard // the signals from here on are the device check's
+	h.checkDevices(ctx, baseline, sigc)
+	h.laterSignals(sigc, nil, nil)
 	h.o.Log.Info().Int("exit_code", h.res.Code).Str("cause", string(h.res.Cause)).Int("term", out.Termed).Int("kill", out.Killed).Bool("cgroup_killed", out.CgroupKilled).Int("proc_walks", out.Walks).
 		Dur("teardown_ms", out.End.Sub(out.Start)).Interface("survivors", h.survivors(out)).Str("record", h.res.Record).
 		Msg("hold ended")
@@ -220,20 +223,32 @@ func (h *holdRun) awaitEnd(ctx context.Context, p *running, sigc chan os.Signal)
 	h.lostNow() // lost as well (a holder thawed after a stop): that is the end on record
 }
 
-// laterSignals handles the signals that come once the hold is ending: the
-// first INT or TERM cuts the grace short (closes cut: the teardown goes on,
-// KILL now), as a second Ctrl-C does for srun and docker; any other says
-// that teardown goes on.
-func (h *holdRun) laterSignals(sigc chan os.Signal, cut chan struct{}) {
-	for s := range sigc {
-		if (s == syscall.SIGINT || s == syscall.SIGTERM) && cut != nil {
-			h.o.Log.Warn().Str("signal", s.String()).Msg("signalled again while ending the hold: cutting the grace short, KILL now")
-			close(cut)
-			cut = nil
-			continue
+// laterSignals handles, in the background, the signals that come once the
+// hold is ending, until over is closed (then the channel it returns is
+// closed): the first INT or TERM cuts the grace short (closes cut: the
+// teardown goes on, KILL now), as a second Ctrl-C does for srun and
+// docker; any other says that teardown goes on.
+func (h *holdRun) laterSignals(sigc chan os.Signal, cut chan struct{}, over <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			var s os.Signal
+			select {
+			case <-over:
+				return
+			case s = <-sigc:
+			}
+			if (s == syscall.SIGINT || s == syscall.SIGTERM) && cut != nil {
+				h.o.Log.Warn().Str("signal", s.String()).Msg("signalled again while ending the hold: cutting the grace short, KILL now")
+				close(cut)
+				cut = nil
+				continue
+			}
+			h.o.Log.Warn().Str("signal", s.String()).Msg("already ending the hold; teardown continues")
 		}
-		h.o.Log.Warn().Str("signal", s.String()).Msg("already ending the hold; teardown continues")
-	}
+	}()
+	return done
 }
 
 // endLineage tears the lineage down, waits briefly for the payload's own

@@ -63,7 +63,12 @@ func (h *holdRun) resolvePool() error {
 // the max hold (counted from the grant for a pool hold), the teardown's
 // bounds and the device check's wait, plus a margin for the record and the
 // release. Without a max hold there is none (0), and nothing backfills
-// before the head while this hold runs.
+// before the head while this hold runs. A hold that keeps its token while
+// a device is held (withhold.go) outlasts it: its devices' release bound
+// is then past, which can only make the head's earliest start look sooner,
+// so that fewer tickets backfill, never more. The whole pool grant is
+// kept, its clean devices too: a pool grant gives its devices back only
+// all at once.
 func (h *holdRun) bound() time.Duration {
 	o := &h.o
 	if o.MaxHold <= 0 {

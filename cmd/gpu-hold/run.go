@@ -64,9 +64,9 @@ still holds the device, writes a record, and only then releases the token.`,
 	durationVarP(f, &o.RecordAge, "record-age", "", 30*24*time.Hour, "your own finished records older than this are removed (0: no age limit)")
 	f.IntVarP(&o.Count, "count", "n", 1, "devices of the resource's pool to hold, all at once (gpu-hold doctor lists the pool)")
 	f.StringArrayVar(&o.Devices, "device", nil, "device node (or glob) whose holders are checked at release; repeatable; replaces the resource's list")
-	choiceVar(f, (*string)(&o.DeviceHolders), "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73)",
+	choiceVar(f, (*string)(&o.DeviceHolders), "device-holders", "when a process outside the lineage still holds the device after teardown: warn, wait, fail (exit 73); wait and fail keep the token until it lets go",
 		string(device.PolicyWarn), string(device.PolicyWait), string(device.PolicyFail))
-	durationVarP(f, &o.DeviceWait, "device-wait", "", 30*time.Second, "with --device-holders=wait, how long to wait for them to let go")
+	durationVarP(f, &o.DeviceWait, "device-wait", "", 30*time.Second, "with --device-holders=wait, how long to wait for them to let go before reporting them")
 	f.StringVar(&opts.memFloor, "mem-floor", "", "end the hold (exit 72) when available memory falls below this (e.g. 8G); default $GPU_HOLD_MEM_ABORT_GIB GiB")
 	f.StringVar(&o.MetricsDir, "metrics-dir", "", "write node_exporter textfile metrics for the resource here")
 	f.BoolVar(&o.Yield, "yield", false, "serve keeper: take the token only while no job waits, and give it up (exit 79) as soon as one queues")
