@@ -59,7 +59,6 @@ func newHoldID() string {
 // Run performs one hold and returns its exit code and cause. An error is
 // returned (with its code, see Error) for failures before the payload ran.
 func Run(ctx context.Context, o Options) (Result, error) {
-	log := o.Log
 	if err := o.Validate(); err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
@@ -86,25 +85,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer signal.Stop(sigc)
 	signal.Ignore(syscall.SIGPIPE)
 
-	// The backend is chosen before queueing (a host that cannot track must
-	// not make anyone wait for it); its tracker is made at the head of the
-	// queue or at the grant (lazytracker.go).
-	h.rec = &recorder{}
-	lt, err := h.chooseTracker()
+	lt, err := h.prepare()
 	if err != nil {
 		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
 	}
 	defer lt.close()
-	h.res.Backend = lt.backend
-	if h.devices, err = devicePatterns(&o); err != nil {
-		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
-	}
-	if err := h.resolvePool(); err != nil {
-		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
-	}
-	if err := h.yieldUsable(); err != nil {
-		return Result{Code: ExitUsage}, &Error{Code: ExitUsage, Err: err}
-	}
 
 	defer h.ahead.drop()
 	grant, err := h.acquire(h.atHead(ctx, lt), sigc)
@@ -124,20 +109,50 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil && h.res.Code == 0 {
 		h.res.Code, h.res.Cause = ExitUsage, record.CauseError
 	}
-	// The record is complete before the token goes to the next ticket.
+	h.finish(grant, granted, stopLive)
+	return h.res, err
+}
+
+// prepare chooses what the hold needs before it queues: the tracker's
+// backend (a host that cannot track must not make anyone wait for it; the
+// tracker itself is made at the head of the queue or at the grant, see
+// lazytracker.go), the device nodes, the pool and the yield.
+func (h *holdRun) prepare() (*lazyTracker, error) {
+	h.rec = &recorder{}
+	lt, err := h.chooseTracker()
+	if err != nil {
+		return nil, err
+	}
+	h.res.Backend = lt.backend
+	if h.devices, err = devicePatterns(&h.o); err == nil {
+		if err = h.resolvePool(); err == nil {
+			err = h.yieldUsable()
+		}
+	}
+	if err != nil {
+		lt.close()
+		return nil, err
+	}
+	return lt, nil
+}
+
+// finish closes the record, then releases the token (the record is
+// complete before the token goes to the next ticket), then does what no
+// one waits for: unpin, metrics, the cgroup, the records' retention.
+func (h *holdRun) finish(grant queue.Grant, granted time.Time, stopLive func()) {
+	log := h.o.Log
 	h.rec.close(&h.res, time.Now(), log)
 	stopLive()
 	if rerr := grant.Release(); rerr != nil {
 		log.Error().Err(rerr).Msg("releasing the token failed; the next hold takes it over when this process exits")
 	} else {
-		log.Info().Str("resource", o.Resource).Msg("token released")
+		log.Info().Str("resource", h.o.Resource).Msg("token released")
 	}
 	stepAside()
 	h.unpin()
 	h.writeMetrics(granted, time.Now())
 	h.removeCgroup()
 	h.rec.prune(&h.o, h.res.Record)
-	return h.res, err
 }
 
 // atHead makes ctx's queue wait start, at the head of the queue and in the

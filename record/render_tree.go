@@ -106,8 +106,19 @@ func fmtDuration(d time.Duration) string {
 }
 
 func (t *treeWriter) header() {
-	rec, h := t.rec, t.rec.Hold
-	w := rec.Writer
+	t.titleLine()
+	t.file()
+	t.commandLines()
+	t.timesLine()
+	t.endLine()
+	t.notes()
+	t.printf("\n")
+}
+
+// titleLine is the hold, its ticket and holder, host, backend and seal,
+// after the warning when the record's writer is not its holder.
+func (t *treeWriter) titleLine() {
+	h, w := t.rec.Hold, t.rec.Writer
 	if w != nil && w.NotHolder {
 		t.printf("%s\n", t.c(cBoldRed, "warning: "+w.Warning))
 	}
@@ -133,15 +144,23 @@ func (t *treeWriter) header() {
 		t.printf(" · seal %s", clip(h.Seal, 100))
 	}
 	t.printf("\n")
-	t.file()
+}
+
+// commandLines are the backend's note and the payload's command.
+func (t *treeWriter) commandLines() {
+	h := t.rec.Hold
 	if h.BackendNote != "" {
 		t.printf("  note: %s\n", clip(h.BackendNote, 2000))
 	}
 	if len(h.Cmd) > 0 {
 		t.printf("  cmd: %s\n", clip(strings.Join(h.Cmd, " "), 200))
 	}
+}
+
+// timesLine is the hold's instants, relative to the payload's start.
+func (t *treeWriter) timesLine() {
 	var times []string
-	ht := h.Times
+	ht := t.rec.Hold.Times
 	if !ht.Queued.IsZero() {
 		times = append(times, "queued "+ht.Queued.Local().Format("2006-01-02 15:04:05.000 MST"))
 	}
@@ -156,24 +175,12 @@ func (t *treeWriter) header() {
 	if len(times) > 0 {
 		t.printf("  %s\n", strings.Join(times, " · "))
 	}
-	end := "  end: "
-	switch {
-	case h.ExitCode != nil:
-		end += fmt.Sprintf("exit %d", *h.ExitCode)
-		if h.Cause != "" {
-			end += fmt.Sprintf(" (%s", clip(string(h.Cause), 100))
-			if h.Signal != 0 {
-				end += ", " + SignalString(h.Signal)
-			}
-			end += ")"
-		}
-	case rec.Ended:
-		end += "no exit code written"
-	case rec.Running:
-		end += t.c(cGreen, fmt.Sprintf("none yet: running (its gpu-hold, pid %d, is alive); the lineage so far", h.Holder.PID))
-	default:
-		end += t.c(cBoldRed, "none: the holder died before its end line")
-	}
+}
+
+// endLine is how the hold ended, and its counts.
+func (t *treeWriter) endLine() {
+	rec, h := t.rec, t.rec.Hold
+	end := "  end: " + t.exitText()
 	end += fmt.Sprintf(" · %d processes", len(rec.Processes))
 	if c := h.Counters; rec.Ended || c != (Counters{}) {
 		end += fmt.Sprintf(" · members %d · lost events %d · map overflow %d", c.Members, c.LostEvents, c.MapOverflow)
@@ -185,6 +192,34 @@ func (t *treeWriter) header() {
 		end += fmt.Sprintf(" · gpu-hold used %.0f ms CPU, %.1f MiB", u.UserMS+u.SysMS, float64(u.MaxRSSKB)/1024)
 	}
 	t.printf("%s\n", end)
+}
+
+// exitText is the hold's exit code and cause, or why there is none.
+func (t *treeWriter) exitText() string {
+	rec, h := t.rec, t.rec.Hold
+	switch {
+	case h.ExitCode != nil:
+		end := fmt.Sprintf("exit %d", *h.ExitCode)
+		if h.Cause != "" {
+			end += fmt.Sprintf(" (%s", clip(string(h.Cause), 100))
+			if h.Signal != 0 {
+				end += ", " + SignalString(h.Signal)
+			}
+			end += ")"
+		}
+		return end
+	case rec.Ended:
+		return "no exit code written"
+	case rec.Running:
+		return t.c(cGreen, fmt.Sprintf("none yet: running (its gpu-hold, pid %d, is alive); the lineage so far", h.Holder.PID))
+	}
+	return t.c(cBoldRed, "none: the holder died before its end line")
+}
+
+// notes are the hold's error, a cut last line, and the dead holders it
+// reaped before its payload.
+func (t *treeWriter) notes() {
+	rec, h := t.rec, t.rec.Hold
 	if h.Error != "" {
 		t.printf("  error: %s\n", t.c(cRed, clip(h.Error, 2000)))
 	}
@@ -201,7 +236,6 @@ func (t *treeWriter) header() {
 		}
 		t.printf("\n")
 	}
-	t.printf("\n")
 }
 
 // file says whose file the record is (from its owner, never its content).
