@@ -1,9 +1,12 @@
 // Command plot draws the benchmark's main figures as SVG from the JSON that
-// `go run ./bench` writes (bench/results.json): teardown time against tree
-// size per backend beside the cgroup.kill floor, a hold's cost against the
-// number of processes on the host, and the device's idle time between two
-// jobs beside flock(1). It is a module of its own so that the plotting
-// library stays out of gpu-hold's dependencies; `make bench` runs it.
+// `go run ./bench` writes (bench/results.json), each answering one question
+// in its title: teardown time against tree size per way of ending the tree
+// beside the cgroup.kill floor (one figure per kind of tree), a hold's time
+// and the device check's time against the number of processes on the host,
+// and the device's idle time between two jobs per chain beside flock(1),
+// after short payloads and after a long one. It is a module of its own so
+// that the plotting library stays out of gpu-hold's dependencies; `make
+// bench` runs it.
 //
 //	go run . -in ../results.json -out ../figures
 package main
@@ -32,24 +35,27 @@ func main() {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fatalf("%v", err)
 	}
-	figures := []struct {
+	sections := []struct {
 		name string
-		draw func(results, string) (bool, error)
+		draw func(results) ([]figure, error)
 	}{
-		{"teardown.svg", drawTeardown},
-		{"host-size.svg", drawHostSize},
-		{"idle.svg", drawIdle},
+		{"teardown", drawTeardown},
+		{"busy", drawHost},
+		{"handoff and long-handoff", drawIdle},
 	}
-	for _, f := range figures {
-		path := filepath.Join(*out, f.name)
-		drawn, err := f.draw(r, path)
+	for _, s := range sections {
+		figs, err := s.draw(r)
 		if err != nil {
-			fatalf("drawing %s: %v", path, err)
+			fatalf("drawing the %s figures: %v", s.name, err)
 		}
-		if drawn {
-			fmt.Fprintf(os.Stderr, "plot: wrote %s\n", path)
-		} else {
-			fmt.Fprintf(os.Stderr, "plot: %s not drawn: its section was not run\n", path)
+		if len(figs) == 0 {
+			fmt.Fprintf(os.Stderr, "plot: no %s figures: the section was not run\n", s.name)
+		}
+		for _, f := range figs {
+			if err := f.save(*out); err != nil {
+				fatalf("drawing %s: %v", filepath.Join(*out, f.name), err)
+			}
+			fmt.Fprintf(os.Stderr, "plot: wrote %s\n", filepath.Join(*out, f.name))
 		}
 	}
 }
