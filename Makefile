@@ -43,7 +43,7 @@ check-deps:
 	@bad=$$($(GO) list -deps ./cmd/gpu-hold | grep -E '^(go\.etcd\.io|google\.golang\.org/grpc|google\.golang\.org/genproto|golang\.org/x/net/trace|go\.uber\.org/zap)' || true); \
 	if [ -n "$$bad" ]; then echo "check-deps: gpu-hold (built without -tags etcd) links what only gpu-hold-fleet may:" $$bad "(import queue/etcdq only from cmd/gpu-hold/fleet_etcd.go)" >&2; exit 1; fi
 	@$(GO) list -tags etcd -deps ./cmd/gpu-hold | grep -q '^go\.etcd\.io/etcd/client/v3$$' || { echo "check-deps: gpu-hold-fleet (-tags etcd) does not link the etcd client" >&2; exit 1; }
-	@bad=$$($(GO) list -deps ./cmd/gpu-hold-lobby | grep -E '^(github\.com/(cilium|prometheus|spf13|rs)/|google\.golang\.org/|net/http$$|github\.com/gpu-hold/gpu-hold/(hold|tracker|bpf|metrics|record|device|teardown|cgroup)$$)' || true); \
+	@bad=$$($(GO) list -deps ./cmd/gpu-hold-lobby | grep -E '^(github\.com/(cilium|prometheus|spf13|rs)/|google\.golang\.org/|net/http$$|github\.com/gpu-hold/gpu-hold/(hold|tracker|bpf|internal/(metrics|record|device|teardown|cgroup))$$)' || true); \
 	if [ -n "$$bad" ]; then echo "check-deps: gpu-hold-lobby links more than the queue:" $$bad "(every waiting hold would pay for it)" >&2; exit 1; fi
 
 # The test command (README, .ci/run). As root it really loads the eBPF
@@ -62,12 +62,12 @@ test:
 test-kernels:
 	GO="$(GO)" .ci/test-kernels
 
-# Benchmarks (issue #7): prints a markdown table, writes bench/results.json,
-# and draws its main figures as SVG in bench/figures (bench/plot is a module
+# Benchmarks (issue #7): prints a markdown table, writes internal/bench/results.json,
+# and draws its main figures as SVG in internal/bench/figures (internal/bench/plot is a module
 # of its own: the plotting library is no dependency of gpu-hold).
 bench: build
-	$(GO) run ./bench -bin $(BIN) -out bench/results.json $(BENCH_FLAGS)
-	cd bench/plot && $(GO) run . -in ../results.json -out ../figures
+	$(GO) run ./internal/bench -bin $(BIN) -out internal/bench/results.json $(BENCH_FLAGS)
+	cd internal/bench/plot && $(GO) run . -in ../results.json -out ../figures
 
 # Regenerate the eBPF objects (bpf/lineage_bpfel.{go,o}) from bpf/lineage.bpf.c.
 generate:

@@ -12,8 +12,8 @@ import (
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/plant"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // TestFindDeviceFilesFindsFakeNodeHolder runs once with this process's own

@@ -20,7 +20,7 @@ package bpf
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 type threadRec = devwatchThreadRec

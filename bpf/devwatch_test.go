@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/cgroup"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
 	"github.com/gpu-hold/gpu-hold/internal/plant"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"

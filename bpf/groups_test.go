@@ -14,8 +14,8 @@ import (
 	"time"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 func TestGroupMembers(t *testing.T) {

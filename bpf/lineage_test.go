@@ -17,8 +17,8 @@ import (
 	"github.com/cilium/ebpf"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 func TestDecodeExec(t *testing.T) {

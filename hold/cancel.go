@@ -9,9 +9,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // CancelSignal is the signal that asks a hold to end as cancelled.

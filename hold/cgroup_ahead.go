@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gpu-hold/gpu-hold/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/cgroup"
 )
 
 // cgroupAhead is the payload's cgroup, made once: at the head of the

@@ -9,10 +9,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/device"
-	"github.com/gpu-hold/gpu-hold/memfloor"
-	"github.com/gpu-hold/gpu-hold/metrics"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/memfloor"
+	"github.com/gpu-hold/gpu-hold/internal/metrics"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // devicePatterns resolves the device nodes this hold checks: --device, else

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-hold/gpu-hold/metrics"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/metrics"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 func TestExitDeviceHolders(t *testing.T) {

@@ -7,7 +7,7 @@ package hold
 import (
 	"fmt"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
 )
 
 // filterDevices puts the cgroup device filter on the payload's cgroup, denying the

@@ -7,8 +7,8 @@ package hold
 import (
 	"sync"
 
-	"github.com/gpu-hold/gpu-hold/cgroup"
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/device"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 

@@ -14,10 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/record"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
-	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // FleetDir is the shared queue directory of a fleet host.

@@ -5,7 +5,7 @@ package hold
 import (
 	"syscall"
 
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // The exit codes; their meanings are in record.Outcomes.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gpu-hold/gpu-hold/internal/record"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
-	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // confirmDead checks, for a dead holder an etcd ticket names, what the

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
-	"github.com/gpu-hold/gpu-hold/teardown"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
+	"github.com/gpu-hold/gpu-hold/internal/teardown"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // Backoff bounds of a keeper whose payload ended by itself.

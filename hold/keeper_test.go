@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 func TestKeeperBackoff(t *testing.T) {

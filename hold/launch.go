@@ -10,8 +10,8 @@ import (
 	"os/exec"
 	"syscall"
 
-	"github.com/gpu-hold/gpu-hold/cgroup"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 

@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 

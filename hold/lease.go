@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // fenced notes a grant whose token can be lost: its fence goes into the

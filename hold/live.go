@@ -6,7 +6,7 @@ package hold
 import (
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/metrics"
+	"github.com/gpu-hold/gpu-hold/internal/metrics"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/lobby"
+	"github.com/gpu-hold/gpu-hold/internal/lobby"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gpu-hold/gpu-hold/device"
-	"github.com/gpu-hold/gpu-hold/lobby"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/lobby"
 )
 
 // Options configure one hold.

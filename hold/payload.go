@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // payloadExit is how the payload's own process ended, and when.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

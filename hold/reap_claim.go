@@ -16,11 +16,11 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/cgroup"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
-	"github.com/gpu-hold/gpu-hold/safefs"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 

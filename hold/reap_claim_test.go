@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // A claim whose cgroup is gone (the reap removed it once empty) is no

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/internal/cprog"
 	"github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // testMark is the environment entry that marks a process these tests

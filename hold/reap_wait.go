@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // reapRetry is how often a blocked successor looks again: whether root

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
 	"github.com/gpu-hold/gpu-hold/internal/suggest"
 	"github.com/gpu-hold/gpu-hold/queue"
 )

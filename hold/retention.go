@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/internal/dirconf"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // pruneRecords applies the hold's retention to its own records in

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 const stepAsideChild = "GPU_HOLD_TEST_STEP_ASIDE"

@@ -18,9 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // withhold keeps the token until no holder outside baseline is left

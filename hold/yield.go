@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // yieldUsable refuses --yield where no grant could tell the hold that a

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/safefs"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 )
 
 // DirOptions tune the directory backend.

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/safefs"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 )
 
 const (

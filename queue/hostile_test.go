@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/safefs"
 )
 
 // lockedInodes returns the inodes /proc/locks shows locked.

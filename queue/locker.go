@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // gpuHoldComm is what a gpu-hold process's name starts with: the test

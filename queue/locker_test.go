@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // lockWith starts flock(1) as uid (0: as the test) holding path's flock

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // Ticket is a place in a resource's queue. Seq is assigned by the queue,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 func TestE20MemberBecomesAnotherUser(t *testing.T) {

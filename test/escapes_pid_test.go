@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 const nsLastPid = "/proc/sys/kernel/ns_last_pid"

@@ -18,7 +18,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/bpf"
 	"github.com/gpu-hold/gpu-hold/internal/cprog"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 

@@ -24,8 +24,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // Catches: a guard that reads the holder from the queue directory only,

@@ -25,8 +25,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/cprog"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // guardPeriod is the scan period of the guards under test.

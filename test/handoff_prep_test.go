@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/cgroup"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/tracker"

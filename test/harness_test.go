@@ -32,9 +32,9 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/internal/teststock"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // markEnv is the environment variable that carries a test's marker. Every

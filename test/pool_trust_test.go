@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // fleetPool gives the fleet's gpu a pool of n plain files, in a

@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // rig is how a route's holds are run: which backend flags, which binary,

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/plant"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // dfKeeping is the start of the line a hold logs once it keeps the token.

@@ -23,7 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpu-hold/gpu-hold/internal/etcdtest"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // soakEnv is how long the soak runs (a Go duration); .ci/run sets it.

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // tfBound bounds every hold of these tests: a hold that hangs on a planted

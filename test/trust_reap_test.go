@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/cprog"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

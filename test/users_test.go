@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
-	"github.com/gpu-hold/gpu-hold/proc"
 )
 
 // The test users: numeric ids with no passwd entry (setpriv-style), both in

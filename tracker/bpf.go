@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 type bpfTracker struct {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // Pinner is implemented by trackers whose lineage can outlive the holder

@@ -26,10 +26,10 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/bpf"
 	marks "github.com/gpu-hold/gpu-hold/internal/mark"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"github.com/gpu-hold/gpu-hold/internal/teststock"
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 const (

@@ -7,7 +7,7 @@ package tracker
 
 import (
 	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // GroupMembers returns the tgid of every process in process group pgid.

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 var probeBPF = sync.OnceValue(probeBPFOnce)

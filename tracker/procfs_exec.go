@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // readArgv reads a live process's argv (nil: none to read); a variable so

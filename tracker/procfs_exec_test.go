@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // midExec makes the argv read empty (as inside an exec's window) until

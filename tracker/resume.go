@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // Sources of a resumed lineage, as recorded in the reap section.

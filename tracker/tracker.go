@@ -10,8 +10,8 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/bpf"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // Backend names, as given to --track and written in records.

@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/gpu-hold/gpu-hold/lobby"
+	"github.com/gpu-hold/gpu-hold/internal/lobby"
 )
 
 func main() {

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 // setupCompletion registers the completions on root and its subcommands.

@@ -17,11 +17,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/cgroup"
-	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/lobby"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
-	"github.com/gpu-hold/gpu-hold/lobby"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
 )
 
 func printPools(out io.Writer, res []doctorResource) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/guard"
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/guard"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

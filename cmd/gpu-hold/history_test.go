@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // pastRecord writes resource res's record of hold id, granted at at; code

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/internal/mangen"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 func newCmdMan(root *cobra.Command) *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 func TestManPageHasEveryOutcome(t *testing.T) {

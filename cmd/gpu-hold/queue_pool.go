@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/device"
+	"github.com/gpu-hold/gpu-hold/internal/device"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/device"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
-	"github.com/gpu-hold/gpu-hold/lobby"
+	"github.com/gpu-hold/gpu-hold/internal/lobby"
 )
 
 // globalOpts are the flags every subcommand takes.

@@ -11,10 +11,10 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/device"
 	"github.com/gpu-hold/gpu-hold/hold"
-	"github.com/gpu-hold/gpu-hold/lobby"
-	"github.com/gpu-hold/gpu-hold/memfloor"
+	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/lobby"
+	"github.com/gpu-hold/gpu-hold/internal/memfloor"
 )
 
 type runOptions struct {

@@ -17,9 +17,9 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
-	"github.com/gpu-hold/gpu-hold/safefs"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 )
 
 type showOptions struct {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
-	"github.com/gpu-hold/gpu-hold/record"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 )
 
 // openRecord writes a record whose end line is not written yet, held by

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 func TestShowSaysWhoseRecord(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
-	"github.com/gpu-hold/gpu-hold/record"
 )
 
 type waitOptions struct {

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpu-hold/gpu-hold/safefs"
+	"github.com/gpu-hold/gpu-hold/internal/safefs"
 )
 
 // File is the name of the settings file in the queue directory.

@@ -15,24 +15,24 @@ const Module = "github.com/gpu-hold/gpu-hold"
 
 // Floors maps each product package (relative to Module) to its floor.
 var Floors = map[string]int{
-	"proc":               0,
-	"safefs":             0,
-	"cgroup":             0,
+	"internal/proc":      0,
+	"internal/safefs":    0,
+	"internal/cgroup":    0,
 	"internal/termsafe":  0,
 	"internal/mangen":    0,
 	"internal/suggest":   0,
 	"internal/dirconf":   1,
 	"bpf":                1,
-	"memfloor":           1,
-	"record":             1,
+	"internal/memfloor":  1,
+	"internal/record":    1,
 	"queue":              1,
 	"tracker":            2,
-	"device":             2,
-	"metrics":            2,
-	"lobby":              2,
+	"internal/device":    2,
+	"internal/metrics":   2,
+	"internal/lobby":     2,
 	"queue/etcdq":        2,
-	"teardown":           3,
-	"guard":              3,
+	"internal/teardown":  3,
+	"internal/guard":     3,
 	"hold":               4,
 	"cmd/gpu-hold":       5,
 	"cmd/gpu-hold-lobby": 5,
@@ -56,9 +56,9 @@ var TestOnly = map[string]bool{
 // integration tests, the bench): they may import any package but the
 // commands and hold, whose work they reach through the binary.
 var Tools = map[string]bool{
-	"test":       true,
-	"bench":      true,
-	"bench/plot": true,
+	"test":                true,
+	"internal/bench":      true,
+	"internal/bench/plot": true,
 }
 
 // Allowed says whether package from may import package to (both relative to

@@ -59,21 +59,21 @@ func TestRuleRefusesWrongImports(t *testing.T) {
 		from, to string
 		inTest   bool
 	}{
-		{"queue", "tracker", false},            // the queue knows nothing of lineages
-		{"queue", "record", false},             // same floor
-		{"teardown", "hold", false},            // nothing but cmd imports hold
-		{"guard", "hold", false},               // likewise
-		{"proc", "queue", false},               // a leaf imports nothing of ours
-		{"tracker", "teardown", false},         // up
-		{"hold", "internal/plant", false},      // test-only code in the product
-		{"test", "hold", true},                 // the integration tests use the binary
-		{"device", "internal/newthing", false}, // a package with no floor
+		{"queue", "tracker", false},                     // the queue knows nothing of lineages
+		{"queue", "internal/record", false},             // same floor
+		{"internal/teardown", "hold", false},            // nothing but cmd imports hold
+		{"internal/guard", "hold", false},               // likewise
+		{"internal/proc", "queue", false},               // a leaf imports nothing of ours
+		{"tracker", "internal/teardown", false},         // up
+		{"hold", "internal/plant", false},               // test-only code in the product
+		{"test", "hold", true},                          // the integration tests use the binary
+		{"internal/device", "internal/newthing", false}, // a package with no floor
 	} {
 		if ok, _ := Allowed(c.from, c.to, c.inTest); ok {
 			t.Errorf("%s -> %s allowed; the rule must refuse it", c.from, c.to)
 		}
 	}
-	for _, c := range [][2]string{{"hold", "queue"}, {"teardown", "proc"}, {"cmd/gpu-hold", "hold"}} {
+	for _, c := range [][2]string{{"hold", "queue"}, {"internal/teardown", "internal/proc"}, {"cmd/gpu-hold", "hold"}} {
 		if ok, why := Allowed(c[0], c[1], false); !ok {
 			t.Errorf("%s -> %s refused (%s); the rule must allow it", c[0], c[1], why)
 		}

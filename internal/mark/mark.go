@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpu-hold/gpu-hold/proc"
+	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // Env is the environment variable that carries a marker.
