@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,8 +58,8 @@ func TestCancelForgedTicketSignalsNothing(t *testing.T) {
 	for _, victimID := range []proc.Ident{st.Ident, victim(t, nil, mark)} {
 		prepRes(t, f, "gpu")
 		forgeTicket(t, f, "gpu", victimID, fakeHoldID(), "")
-		r := qCmd(t, f.Dir, "cancel", "-r", "gpu", "--user", "61001")
-		t.Logf("root's cancel of uid %d's forged ticket naming %v: exit %d\n%s%s", uidA, victimID, r.Code, r.Stdout, r.Stderr)
+		r := qCmd(t, f.Dir, "cancel", "-r", "gpu", "--user", strconv.Itoa(uidForger))
+		t.Logf("root's cancel of uid %d's forged ticket naming %v: exit %d\n%s%s", uidForger, victimID, r.Code, r.Stdout, r.Stderr)
 		time.Sleep(100 * time.Millisecond) // a SIGUSR1 would end it at once
 		requireVictimAlive(t, victimID, "the process a forged ticket named")
 		os.Remove(filepath.Join(f.Dir, "gpu", "t.00000000000000000100"))

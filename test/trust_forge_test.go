@@ -94,10 +94,10 @@ const forgedSeq = 100
 func forgeTicket(t *testing.T, f *fleet, res string, holder proc.Ident, holdID, record string) {
 	t.Helper()
 	now := time.Now().Add(-time.Minute)
-	tk := map[string]any{"seq": forgedSeq, "resource": res, "holder": holder, "uid": uidA, "host": hostname(),
+	tk := map[string]any{"seq": forgedSeq, "resource": res, "holder": holder, "uid": uidForger, "host": hostname(),
 		"cmd": []string{"sleep", "300"}, "created": now, "hold_id": holdID, "record": record, "granted": now.Add(time.Second)}
 	b, _ := json.Marshal(tk)
-	writeAs(t, userCred(uidA), filepath.Join(f.Dir, res, fmt.Sprintf("t.%020d", forgedSeq)), append(b, '\n'))
+	writeAs(t, userCred(uidForger), filepath.Join(f.Dir, res, fmt.Sprintf("t.%020d", forgedSeq)), append(b, '\n'))
 }
 
 func hostname() string { h, _ := os.Hostname(); return h }
@@ -122,7 +122,7 @@ func craftRecord(t *testing.T, hdr map[string]any, procs ...proc.Ident) string {
 		b.Write(append(line, '\n'))
 	}
 	path := filepath.Join(openDir(t), "forged.jsonl")
-	writeAs(t, userCred(uidA), path, []byte(b.String()))
+	writeAs(t, userCred(uidForger), path, []byte(b.String()))
 	return path
 }
 
@@ -140,7 +140,7 @@ type forgery struct {
 	intact         func(t *testing.T, after string)
 }
 
-// forgedRun plants A's forged ticket on a fresh resource, once for a B
+// forgedRun plants the forger's ticket on a fresh resource, once for a B
 // successor and once for a root one, and checks each completes its own
 // payload (the queue moves) and leaves what the ticket names intact.
 func forgedRun(t *testing.T, f *fleet, name string, build func(t *testing.T, res string) forgery) {
@@ -161,13 +161,13 @@ func forgedRun(t *testing.T, f *fleet, name string, build func(t *testing.T, res
 		time.Sleep(200 * time.Millisecond)
 		forgeTicket(t, f, res, fg.holder, fg.holdID, fg.record)
 		if st := qStatus(t, f.Dir, res); !hasTicket(st.Dead, forgedSeq) {
-			t.Logf("note: queue --json does not list A's forged ticket as a dead holder: %+v", st)
+			t.Logf("note: queue --json does not list the forger's ticket as a dead holder: %+v", st)
 		}
 		fg.intact(t, "before "+who.name+"'s successor") // the attack is real: its target lives
 		mark, d := newMark(t), openDir(t)
 		r := who.rg.start(t, f.Dir, mark, d, "-r", res, "-l", "succ", "-w", "15s", "-g", "1s", "--survivor-wait", "1s", "--", "bash", "-c", `echo 1 > "$GH_T/ran"`).Wait(30 * time.Second)
 		if r.Code != 0 || !exists(filepath.Join(d, "ran")) {
-			t.Errorf("%s's successor on %s (behind A's forged ticket) exited %d, payload ran: %v; the queue must move\nstderr:\n%s",
+			t.Errorf("%s's successor on %s (behind the forger's ticket) exited %d, payload ran: %v; the queue must move\nstderr:\n%s",
 				who.name, res, r.Code, exists(filepath.Join(d, "ran")), r.Stderr)
 		}
 		t.Logf("%s's successor on %s: exit %d after %v", who.name, res, r.Code, r.Elapsed.Round(time.Millisecond))
@@ -294,9 +294,9 @@ func TestForgedTicketFields(t *testing.T) {
 		t.Parallel()
 		v := victim(t, nil, newMark(t))
 		forgedRun(t, f, "t1i", func(t *testing.T, res string) forgery {
-			gone := goneIdent(t, userCred(uidA))
+			gone := goneIdent(t, userCred(uidForger))
 			id := fakeHoldID()
-			rec := craftRecord(t, map[string]any{"id": id, "resource": res, "ticket": forgedSeq, "holder": gone, "uid": uidA,
+			rec := craftRecord(t, map[string]any{"id": id, "resource": res, "ticket": forgedSeq, "holder": gone, "uid": uidForger,
 				"host": hostname(), "cmd": []string{"sleep", "300"}, "backend": "proc", "payload": v, "pgid": v.PID, "sid": v.PID}, v)
 			return forgery{holder: gone, holdID: id, record: rec, intact: func(t *testing.T, after string) {
 				requireVictimAlive(t, v, "root daemon named by A's forged record ("+after+")")
@@ -315,7 +315,7 @@ func TestForgedTicketFields(t *testing.T) {
 			t.Fatalf("test shape: the live eBPF hold %s has no pins at %s", l.id, pins)
 		}
 		forgedRun(t, f, "t1ii", func(t *testing.T, res string) forgery {
-			return forgery{holder: goneIdent(t, userCred(uidA)), holdID: l.id, intact: func(t *testing.T, after string) {
+			return forgery{holder: goneIdent(t, userCred(uidForger)), holdID: l.id, intact: func(t *testing.T, after string) {
 				l.alive(t, after)
 				if !exists(pins) {
 					t.Errorf("the live root hold's pins %s were removed (%s)", pins, after)
@@ -338,7 +338,7 @@ func TestForgedTicketFields(t *testing.T) {
 			return forgery{holder: holder, holdID: strings.TrimSuffix(filepath.Base(rec), ".jsonl"), record: rec, intact: func(t *testing.T, after string) {
 				now, _ := os.ReadFile(rec)
 				if string(now) != string(before) {
-					t.Errorf("root's record %s, named by A's forged ticket, was changed (%s): %d bytes before, %d after; appended:\n%s",
+					t.Errorf("root's record %s, named by the forger's ticket, was changed (%s): %d bytes before, %d after; appended:\n%s",
 						rec, after, len(before), len(now), strings.TrimPrefix(string(now), string(before)))
 				}
 			}}
@@ -355,8 +355,8 @@ func TestForgedTicketFields(t *testing.T) {
 			t.Fatalf("test shape: the live hold's record names no cgroup that exists (%q)", cg)
 		}
 		forgedRun(t, f, "t1iv", func(t *testing.T, res string) forgery {
-			gone := goneIdent(t, userCred(uidA))
-			rec := craftRecord(t, map[string]any{"id": l.id, "resource": res, "ticket": forgedSeq, "holder": gone, "uid": uidA,
+			gone := goneIdent(t, userCred(uidForger))
+			rec := craftRecord(t, map[string]any{"id": l.id, "resource": res, "ticket": forgedSeq, "holder": gone, "uid": uidForger,
 				"host": hostname(), "cmd": []string{"sleep", "300"}, "backend": "proc", "cgroup": cg})
 			return forgery{holder: gone, holdID: l.id, record: rec, intact: func(t *testing.T, after string) {
 				l.alive(t, after)

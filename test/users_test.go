@@ -26,6 +26,10 @@ const (
 	// uidLone runs in one test only, so that "this user runs nothing"
 	// cannot be made false by another test running at the same time.
 	uidLone = 61003
+	// uidForger forges tickets in the forgery tests only: a successor of
+	// another user goes on only when the forger's uid runs nothing, which
+	// holds only for a uid no test running beside it uses.
+	uidForger = 61004
 )
 
 // fleet is one shared queue directory and the rigs of its three users.
