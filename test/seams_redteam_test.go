@@ -234,3 +234,30 @@ func TestRedDoctorReportsUntrustedSettings(t *testing.T) {
 		t.Errorf("doctor on root's settings.json: problems %q, want none", got)
 	}
 }
+
+// Root's settings.json keeps 2 records; uid A has 2; uid B plants 3
+// finished records of its own, dated a day ahead. Root's reap --all (the
+// timer) leaves A's 2 and B's newest 2.
+//
+// Catches: the admin's keep counting all users' records together, so
+// that any member's many records (planted, or real short holds) push
+// every other user's out: evidence any member can have root remove.
+func TestRedPlantedRecordsPushNoneOut(t *testing.T) {
+	f := srFleet(t)
+	t.Parallel()
+	mark := newMark(t)
+	srHolds(t, f, mark, f.A, f.A)
+	srSettings(t, f, mark, nil, `{"records": {"keep": 2}}`)
+	recs := filepath.Join(f.Dir, "gpu", "records")
+	for i := range 3 {
+		id := fmt.Sprintf("20991231T000000-flood%03d", i)
+		p := filepath.Join(recs, id+".jsonl")
+		rtPlantRecord(t, f, p, id, uidB)
+		tfSh(t, f.B.Cred, mark, "touch -d '+1 day' "+p)
+	}
+	rr := ghRun(t, "reap", "--all", "--dir", f.Dir)
+	if rr.Code != 0 {
+		t.Errorf("root's reap --all: exit %d\n%s", rr.Code, rr.Stderr)
+	}
+	srRequire(t, f, "after root's reap under keep 2 and B's 3 planted records", "root 0, A 2, B 2", rr)
+}
