@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -260,4 +261,55 @@ func TestRedPlantedRecordsPushNoneOut(t *testing.T) {
 		t.Errorf("root's reap --all: exit %d\n%s", rr.Code, rr.Stderr)
 	}
 	srRequire(t, f, "after root's reap under keep 2 and B's 3 planted records", "root 0, A 2, B 2", rr)
+}
+
+// uid A's hold waits behind root's; uid B keeps a live ticket of its own,
+// ahead of A's, that carries A's hold id. Root's `gpu-hold wait ID` exits
+// 125 at once, saying two users' tickets carry the id, rather than wait
+// on B's process and then believe B's record.
+//
+// Catches: wait taking the first ticket that carries the id, whoever's
+// (B's, ahead of A's), waiting on B's process and reading B's record.
+func TestRedWaitRefusesSharedHoldID(t *testing.T) {
+	f := srFleet(t)
+	t.Parallel()
+	mark := newMark(t)
+	srHolds(t, f, mark, f.Root, f.Root, f.Root) // tickets 1-3 used: B's 2 is free
+	holder := gatedHolder(t, f.Root, f.Dir, mark, f.Scratch)
+	a := f.A.start(t, f.Dir, mark, f.Scratch, "-l", "a", "-w", "60s", "--", "true")
+	waitQueued(t, a)
+	var id string
+	for _, w := range qStatus(t, f.Dir, "gpu").Waiters {
+		if w.Label == "a" {
+			id = w.HoldID
+		}
+	}
+	// B's shell locks its ticket, writes it naming itself as the holder,
+	// and stays alive as sleep (same pid, start time and lock).
+	tk := filepath.Join(f.Dir, "gpu", fmt.Sprintf("t.%020d", 2))
+	script := fmt.Sprintf(`exec 9>>%[1]q; flock -x 9
+s=$(cut -d' ' -f22 /proc/$$/stat)
+printf '{"seq":2,"resource":"gpu","holder":{"pid":%%d,"start":%%s},"uid":%[2]d,"host":%[3]q,"cmd":["x"],"created":%[4]q,"hold_id":%[5]q,"record":"/nonexistent"}\n' $$ $s >&9
+: > "$GH_T/forged"
+exec sleep 300`, tk, uidB, hostname(), time.Now().Format(time.RFC3339Nano), id)
+	c := exec.Command("bash", "-c", script)
+	c.Env = append(os.Environ(), markEnv+"="+mark, "GH_T="+f.Scratch)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: f.B.Cred}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.Wait()
+	waitFile(t, filepath.Join(f.Scratch, "forged"), 10*time.Second)
+	r := runRaw(t, bin, nil, mark, f.Scratch, "--dir", f.Dir, "wait", "--timeout", "5s", id)
+	if r.Code != 125 || !strings.Contains(r.Stderr, "tickets of 2 users carry hold id") {
+		t.Errorf("root's wait on A's hold id, which B's live ticket carries too: exit %d, want 125 naming two users' tickets\n%s", r.Code, r.Stderr)
+	}
+	c.Process.Kill() // our own child, not yet reaped: its ticket goes dead
+	os.WriteFile(filepath.Join(f.Scratch, "gate"), nil, 0o644)
+	for _, s := range []*started{holder, a} {
+		if r := s.Wait(30 * time.Second); r.Code != 0 {
+			t.Errorf("%v exited %d\n%s", s.Args, r.Code, r.Stderr)
+		}
+	}
+	requireNoneLeft(t, mark)
 }
