@@ -42,11 +42,11 @@ func makeDeclaredDirs(dir string, log zerolog.Logger) {
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			makeResourceDir(base, bst, name, log)
-		case err != nil || !st.IsDir():
-			// Not ours to fix: opening it says what it is.
+		case err != nil:
+			// Opening it says what is wrong.
 		case st.UID != 0 && st.UID != bst.Uid:
 			replacePlanted(base, bst, name, st, log)
-		default:
+		case st.IsDir():
 			makeRecordsDir(base, bst, name, log)
 		}
 	}
@@ -132,16 +132,21 @@ func makeRecordsDir(base *safefs.Dir, bst unix.Stat_t, name string, log zerolog.
 	r.Close()
 }
 
-// replacePlanted removes resource dir name, which a user (st.UID) made,
-// when it is empty, and makes it anew; one with anything in it is left,
+// replacePlanted removes what a user (st.UID) made at resource dir name
+// (a symlink or file, never followed, or a dir when it is empty: it holds
+// no queue) and makes the dir anew; a dir with anything in it is left,
 // with the fix.
 func replacePlanted(base *safefs.Dir, bst unix.Stat_t, name string, st safefs.Info, log zerolog.Logger) {
 	path := base.Join(name)
-	if err := unix.Unlinkat(base.Fd(), name, unix.AT_REMOVEDIR); err != nil {
+	flags := 0
+	if st.IsDir() {
+		flags = unix.AT_REMOVEDIR
+	}
+	if err := unix.Unlinkat(base.Fd(), name, flags); err != nil {
 		log.Warn().Err(err).Str("dir", path).Uint32("owner", st.UID).
 			Msg("a declared resource's dir belongs to a user, who could remove or forge every ticket in it, so every hold refuses it: an admin removes it (rm -r " + path + "), and the next reap --all makes it anew")
 		return
 	}
-	log.Warn().Str("dir", path).Uint32("owner", st.UID).Msg("removed an empty dir a user made under a declared resource's name, which every hold would have refused")
+	log.Warn().Str("dir", path).Uint32("owner", st.UID).Str("kind", st.Kind()).Msg("removed what a user made under a declared resource's name (an empty dir, a symlink or a file), which every hold would have refused")
 	makeResourceDir(base, bst, name, log)
 }

@@ -34,7 +34,7 @@ func rtResources(t *testing.T, f *fleet) {
 		}
 		devs = append(devs, fmt.Sprintf(`{"nodes": [%q]}`, p))
 	}
-	cfg := fmt.Sprintf(`{"tpu": {"devices": []}, "gpu": {"devices": [], "pool": {"devices": [%s]}}}`, strings.Join(devs, ", "))
+	cfg := fmt.Sprintf(`{"tpu": {"devices": []}, "fpga": {"devices": []}, "gpu": {"devices": [], "pool": {"devices": [%s]}}}`, strings.Join(devs, ", "))
 	if err := os.WriteFile(filepath.Join(f.Dir, "resources.json"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,8 @@ func rtRequireAdminDir(t *testing.T, path string) {
 // A shared fleet dir where root declared tpu and a two-device gpu pool in
 // resources.json but made no dirs: uid A's holds on them are refused
 // (exit 125, nothing made, the install -d command and the reap timer
-// named), as is a member's mkdir of npu left empty; root's reap --all
+// named), as is a member's mkdir of npu left empty or symlink at fpga;
+// root's reap --all
 // (the timer) then makes every declared dir, root's, and A's, B's and
 // root's holds all run on them.
 //
@@ -80,17 +81,19 @@ func TestRedDeclaredResourceNotWedged(t *testing.T) {
 			}
 		}
 	}
-	// A member's mkdir of a declared name would wedge it as well.
+	// A member's mkdir, or symlink to root's dir, at a declared name would
+	// wedge it as well.
 	tfSh(t, f.B.Cred, mark, "mkdir "+filepath.Join(f.Dir, "npu"))
+	tfSh(t, f.B.Cred, mark, "ln -s tpu "+filepath.Join(f.Dir, "fpga"))
 	if r := qCmd(t, f.Dir, "reap", "--all"); r.Code != 0 {
 		t.Fatalf("root's reap --all: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	for _, d := range []string{"tpu", "gpu", "gpu.d0", "gpu.d1", "npu"} {
+	for _, d := range []string{"tpu", "gpu", "gpu.d0", "gpu.d1", "npu", "fpga"} {
 		rtRequireAdminDir(t, filepath.Join(f.Dir, d))
 		rtRequireAdminDir(t, filepath.Join(f.Dir, d, "records"))
 	}
 	for _, rg := range []rig{f.A, f.B, f.Root} {
-		for _, args := range [][]string{{"-r", "tpu"}, {"-n", "1"}, {"-r", "npu"}} {
+		for _, args := range [][]string{{"-r", "tpu"}, {"-n", "1"}, {"-r", "npu"}, {"-r", "fpga"}} {
 			r := rg.start(t, f.Dir, mark, f.Scratch, append(args, "-w", "20s", "--", "true")...).Wait(30 * time.Second)
 			if r.Code != 0 {
 				t.Errorf("%s's hold %v after the reap made the dirs: exit %d\n%s", rg.Name, args, r.Code, r.Stderr)
