@@ -184,10 +184,13 @@ type ReapOptions struct {
 func Reap(ctx context.Context, o ReapOptions) (int, error) {
 	resources := append([]string{o.Resource}, poolQueues(o.Dir, o.Resource, func(m string) { o.Log.Warn().Msg(m) })...)
 	if o.All {
+		makeDeclaredDirs(o.Dir, o.Log)
 		var err error
 		if resources, err = resourceDirs(o.Dir); err != nil {
 			return 0, err
 		}
+	} else if err := KnownResource(o.Dir, o.Resource); err != nil && o.Etcd == nil {
+		return 0, err // a typo: nothing to reap, and no dir is made for it
 	}
 	n := 0
 	var errs []error
@@ -203,6 +206,9 @@ func Reap(ctx context.Context, o ReapOptions) (int, error) {
 
 // reapResource is Reap for one resource.
 func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
+	if _, err := os.Lstat(filepath.Join(o.Dir, res)); o.Etcd == nil && errors.Is(err, os.ErrNotExist) {
+		return 0, nil // nobody has queued for it: no dead holder, and nothing to make
+	}
 	q, err := openReapQueue(o, res)
 	if err != nil {
 		return 0, err

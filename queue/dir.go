@@ -148,11 +148,15 @@ func openBase(dir string, noCreate bool) (int, unix.Stat_t, error) {
 
 // mkResourceDir creates the resource dir path in the queue dir base when
 // missing, and reports whether it did. In a shared dir it starts 0700, so
-// nobody can use it before share has given it its group and mode.
+// nobody can use it before share has given it its group and mode, and only
+// root or the queue dir's owner makes it (see unmade).
 func mkResourceDir(base int, bst unix.Stat_t, path string) (bool, error) {
 	perm := resourcePerm(umask())
 	if sharedBase(bst.Mode) {
 		perm = 0o700
+		if e := os.Geteuid(); e != 0 && uint32(e) != bst.Uid {
+			return false, unmade(base, bst, path)
+		}
 	}
 	switch err := unix.Mkdirat(base, filepath.Base(path), perm); {
 	case err == nil:
@@ -164,6 +168,23 @@ func mkResourceDir(base int, bst unix.Stat_t, path string) (bool, error) {
 	default:
 		return false, fmt.Errorf("cannot create %s: %v", path, err)
 	}
+}
+
+// unmade refuses, when resource dir path is missing, to make it as a user
+// of a shared queue dir: it would be that user's, who could remove or
+// forge every ticket in it, so every other user's hold (root's too) would
+// refuse it, and the resource would stay wedged until an admin removed it.
+func unmade(base int, bst unix.Stat_t, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(base, filepath.Base(path), &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
+		return nil // there: opening it says what it is
+	}
+	group := GroupName(bst.Gid)
+	if bst.Gid == 0 {
+		group = "GROUP"
+	}
+	return fmt.Errorf("resource dir %s does not exist, and only root or the owner (uid %d) of shared queue dir %s makes one (one uid %d made would be that user's alone, and every other hold would refuse it): ask an admin to run install -d -m 3775 -o root -g %s %s %s, or to declare the resource in %s (the root timer, gpu-hold reap --all, then makes it within seconds)",
+		path, bst.Uid, filepath.Dir(path), os.Geteuid(), group, path, filepath.Join(path, "records"), filepath.Join(filepath.Dir(path), "resources.json"))
 }
 
 // openResourceDir opens the resource dir path (never through a symlink).
@@ -215,10 +236,6 @@ func (q *dirQueue) share(bst unix.Stat_t) error {
 	mode := sharedDirMode(bst.Mode)
 	if err := unix.Fchmod(q.fd, mode); err != nil {
 		return fmt.Errorf("cannot set mode %04o on %s, which gpu-hold just created: %v", mode, q.path, err)
-	}
-	if q.euid != 0 && uint32(q.euid) != bst.Uid {
-		q.warnf("created", "created %s, owned by you (uid %d): other users' holds refuse a resource dir a user owns; ask an admin to run chown root %s (admins should create the resource dirs: see gpu-hold doctor)",
-			q.path, q.euid, q.path)
 	}
 	return nil
 }

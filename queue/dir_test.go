@@ -96,8 +96,9 @@ func TestCreatedResourceDirPrivate(t *testing.T) {
 	}
 }
 
-// A non-root member creating the resource dir in a fleet dir gets 03775
-// too, even under umask 077 (the kernel alone would give 02700).
+// The non-root owner of a shared queue dir creating the resource dir gets
+// 03775 too, even under umask 077 (the kernel alone would give 02700). (A
+// member who is not its owner makes none: dir_unmade_test.go.)
 func TestCreatedResourceDirSharedByUser(t *testing.T) {
 	testenv.NeedRoot(t, "running a queue helper as another uid")
 	d, err := os.MkdirTemp("", "gpu-hold-queue-fleet-")
@@ -105,7 +106,7 @@ func TestCreatedResourceDirSharedByUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
-	os.Chown(d, 0, dirTestUID) // the helper runs with gid dirTestUID: a member
+	os.Chown(d, dirTestUID, dirTestUID) // the helper's own, and its group
 	unix.Chmod(d, 0o2775)
 	sharedExe(t) // copied before the umask changes, so other uids may run it
 	underUmask(t, 0o077)

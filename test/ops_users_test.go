@@ -19,6 +19,7 @@ import (
 
 func TestCancelAcrossUsers(t *testing.T) {
 	f := newFleet(t, "proc")
+	declareRes(t, f, "gpu")
 	mark := newMark(t)
 	h := f.A.start(t, f.Dir, mark, f.Scratch, "-l", "alpha", "-g", "1s", "--", "sleep", "300")
 	tk := *qWaitFor(t, f.Dir, "gpu", "alpha holding", qHeldBy("alpha")).Holder

@@ -190,9 +190,10 @@ func TestRecordRetentionByOwner(t *testing.T) {
 		mark := newMark(t)
 		srHolds(t, f, mark, f.Root, f.A, f.B, f.A, f.B)
 		srSettings(t, f, mark, nil, `{"records": {"keep": 2}}`)
+		srHolds(t, f, mark, f.A)
 		r := tfRun(t, f, f.Root, mark, nil, "true")
-		// The two newest: root's own and B's last.
-		srRequire(t, f, "after a root hold under the admin's keep 2", "root 1, A 0, B 1", r)
+		// Each user's two newest.
+		srRequire(t, f, "after a root hold under the admin's keep 2", "root 2, A 2, B 2", r)
 		// gpu-hold reap (the root timer) applies it too.
 		srHolds(t, f, mark, f.A, f.B)
 		srSettings(t, f, mark, nil, `{"records": {"keep": 1}}`)
@@ -200,10 +201,10 @@ func TestRecordRetentionByOwner(t *testing.T) {
 		if rr.Code != 0 {
 			t.Errorf("reap --all: exit %d\n%s", rr.Code, rr.Stderr)
 		}
-		srRequire(t, f, "after root's reap under the admin's keep 1", "root 0, A 0, B 1", rr)
+		srRequire(t, f, "after root's reap under the admin's keep 1", "root 1, A 1, B 1", rr)
 		// A user's hold does not apply the fleet's retention.
 		srHolds(t, f, mark, f.A)
-		srRequire(t, f, "after A's hold under the admin's keep 1", "root 0, A 1, B 1")
+		srRequire(t, f, "after A's hold under the admin's keep 1", "root 1, A 2, B 1")
 		requireNoneLeft(t, mark)
 	})
 	t.Run("user-settings-ignored", func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 // beside the gpu holder, without the gpu token.
 func TestHoldUndeclaredResourceRefused(t *testing.T) {
 	f := newFleet(t, "proc")
+	declareRes(t, f, "gpu")
 	mark := newMark(t)
 	h := f.A.start(t, f.Dir, mark, f.Scratch, "-l", "alpha", "-g", "1s", "--", "sleep", "300")
 	qWaitFor(t, f.Dir, "gpu", "alpha holding", qHeldBy("alpha"))
@@ -69,6 +70,11 @@ func TestHoldUndeclaredResourceRefused(t *testing.T) {
 		adminDir(t, f.Dir, "fpga")
 		if err := os.WriteFile(filepath.Join(f.Dir, "resources.json"), []byte(`{"tpu": {"devices": []}}`), 0o644); err != nil {
 			t.Fatal(err)
+		}
+		// The root timer makes a declared resource's dir: a user's hold
+		// may not (seams_redteam_test.go).
+		if r := qCmd(t, f.Dir, "reap", "--all"); r.Code != 0 {
+			t.Fatalf("root's reap --all: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 		}
 		for _, res := range []string{"fpga", "tpu"} {
 			r, ran := holdMarking(t, f, f.B.Cred, mark, res)

@@ -7,6 +7,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/internal/cgroup"
 	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/dirconf"
 	"github.com/gpu-hold/gpu-hold/internal/lobby"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -79,6 +81,7 @@ func newCmdDoctor(g *globalOpts) *cobra.Command {
 		dir, _ := hold.FindDir(g.Dir) // a dir it cannot use is reported by CheckQueueDir
 		rep.Resources = doctorResources(dir)
 		rep.QueueDir = hold.CheckQueueDir(dir, wantedDirs(g.Resource, rep.Resources))
+		checkSettings(&rep.QueueDir)
 		rep.FleetQueue = fleet.about()
 		rep.WaitingHolds = lobby.About()
 		return rep
@@ -178,6 +181,27 @@ func queueDirText(d hold.DirReport) string {
 		fmt.Fprintf(&b, "  %s: %s%s\n", termsafe.Text(p.Path), termsafe.Text(p.Problem), termsafe.Text(fix))
 	}
 	return b.String()
+}
+
+// checkSettings adds to a fleet dir's report the problem with its settings
+// file (dirconf), as holds and reaps see it: one that does not count
+// (another user's, say) or does not parse sets no retention at all.
+func checkSettings(d *hold.DirReport) {
+	if !d.Fleet || d.Path == "" {
+		return
+	}
+	_, err := dirconf.Load(d.Path)
+	if err == nil {
+		return
+	}
+	path := filepath.Join(d.Path, dirconf.File)
+	p := hold.DirProblem{Path: path, Problem: err.Error(), Fix: "fix the file or remove it (rm " + path + ")"}
+	var ue *dirconf.UntrustedError
+	if errors.As(err, &ue) {
+		p.Problem = "ignored, so no retention of it applies: " + ue.Why
+		p.Fix = "chown root: " + path + "; chmod 644 " + path + " (or remove it)"
+	}
+	d.Problems = append(d.Problems, p)
 }
 
 // wantedDirs names the resource dirs an admin should have made: the

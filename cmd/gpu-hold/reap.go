@@ -35,7 +35,9 @@ only what that user could have signalled. It is the path that ends a dead holder
 which its successor (another user) may not end: that successor waits, holding the token,
 and reap runs beside it. --all reaps every resource of the queue directory (the
 gpu-hold-reap timer runs it as root). Run by root, reap also applies the records retention
-the admin set in <dir>/settings.json to every user's records of those resources.`,
+the admin set in <dir>/settings.json to every user's records of those resources, and --all
+makes, in a shared queue directory, the dirs of every declared resource (built in, in
+resources.json, and its pool's devices) that lacks one: a user's hold may not make one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Out = cmd.OutOrStdout()

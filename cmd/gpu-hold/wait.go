@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -73,7 +74,7 @@ func waitRun(opts *waitOptions) error {
 		if t.Granted.IsZero() && !exists(path) && (t.Record == "" || !exists(t.Record)) {
 			return usageErr("hold %s ended before it took the token (cancelled, its -w ran out, or signalled while waiting): it has no record, so its exit code is not known", opts.HoldID)
 		}
-		return exitOf(path, t.Record, opts.HoldID)
+		return exitOf(path, t.Record, opts.HoldID, t.UID)
 	}
 	// Ended already: its record, in any resource's records directory.
 	res := []string{opts.g.Resource}
@@ -85,24 +86,34 @@ func waitRun(opts *waitOptions) error {
 	for _, r := range res {
 		p := record.RecordPath(filepath.Join(dir, r), opts.HoldID)
 		if _, err := os.Lstat(p); err == nil {
-			return exitOf(p, "", opts.HoldID)
+			return exitOf(p, "", opts.HoldID, -1)
 		}
 	}
 	return usageErr("no hold %s is queued, holding, or on record: see gpu-hold queue and gpu-hold history (or give the right -r/--dir)", opts.HoldID)
 }
 
-// find is the hold's ticket, if it is in a queue.
+// find is the hold's ticket, if it is in a queue. Tickets of several
+// users that carry the same hold id are refused: any user may write any
+// hold id in a ticket of their own, and the one waited for, whose record
+// gives the exit code, would be a guess.
 func (opts *waitOptions) find() (queue.Ticket, bool, error) {
 	var t queue.Ticket
 	found := false
+	uids := map[int]bool{}
 	err := opts.g.eachQueue(opts.One, func(_ queue.Queue, st queue.Status) error {
 		for _, c := range tickets(st) {
-			if c.HoldID == opts.HoldID && c.state != "dead" && !found {
-				t, found = c.Ticket, true
+			if c.HoldID == opts.HoldID && c.state != "dead" {
+				uids[c.UID] = true
+				if !found {
+					t, found = c.Ticket, true
+				}
 			}
 		}
 		return nil
 	})
+	if err == nil && len(uids) > 1 {
+		return t, false, usageErr("tickets of %d users carry hold id %s: one of them forged it, so which hold to wait for is not known; see gpu-hold queue, and ask an admin to cancel the forged one", len(uids), opts.HoldID)
+	}
 	return t, found, err
 }
 
@@ -124,11 +135,20 @@ func awaitHolder(t queue.Ticket, timeout time.Duration) error {
 }
 
 // exitOf exits with the code the hold's record gives: the records
-// directory's, else the path its ticket named.
-func exitOf(path, alt, id string) error {
+// directory's, else the path its ticket named. Only the holder's own file
+// counts: uid, the holder's from its ticket, else (-1: the hold has left
+// the queue) the uid the record names, which must own it and whose id
+// must be id. Any member of the queue's group may create a file under
+// another hold's name, and its exit code must not be the one returned.
+func exitOf(path, alt, id string, uid int) error {
 	rec, err := record.ReadRecord(path)
+	if err == nil {
+		err = holdersRecord(rec, id, uid)
+	}
 	if err != nil && alt != "" {
-		rec, err = record.ReadRecord(alt)
+		if rec, err = record.ReadRecord(alt); err == nil {
+			err = holdersRecord(rec, id, uid)
+		}
 	}
 	if err != nil {
 		return usageErr("hold %s ended, but its record cannot be read: %v", id, err)
@@ -138,6 +158,23 @@ func exitOf(path, alt, id string) error {
 	}
 	if c := *rec.Hold.ExitCode; c != 0 {
 		return &exitError{code: c}
+	}
+	return nil
+}
+
+// holdersRecord says why rec is not hold id's record written by its holder
+// uid (-1: the uid rec names), or nil. Whose file it is comes from its
+// owner, never from what it says.
+func holdersRecord(rec *record.Record, id string, uid int) error {
+	owner := int(rec.File.UID)
+	if uid < 0 {
+		uid = rec.Hold.UID
+	}
+	switch {
+	case owner != uid:
+		return fmt.Errorf("%s is uid %d's file, not the holder's (uid %d): another user planted or rewrote it, so its exit code is not believed (gpu-hold show %s says what it claims)", rec.Path, owner, uid, rec.Path)
+	case rec.Hold.ID != id:
+		return fmt.Errorf("%s is the record of hold %s, not of %s: its exit code is not this hold's", rec.Path, rec.Hold.ID, id)
 	}
 	return nil
 }

@@ -27,9 +27,10 @@ import (
 //	  "records": {"keep": 500, "max_age": "30d"}
 //	}
 //
-// records bounds each resource's records directory, all users' records
-// together: the keep newest finished records stay (0 or absent: no count
-// limit), and finished records older than max_age go (a Go duration such
+// records bounds each resource's records directory: each user's keep
+// newest finished records stay (0 or absent: no count limit; counted per
+// user, so that one user's many records push out nobody else's), and
+// finished records older than max_age go (a Go duration such
 // as "720h", or days such as "30d"; "0" or absent: no age limit). Root
 // applies it (see hold.PruneFleet); a job's own flags prune only its own
 // user's records.

@@ -34,7 +34,10 @@ const EveryOwner = -1
 
 // PruneRecords removes owner's finished records (*.jsonl whose last line is
 // an end line, owned by uid owner; EveryOwner: anyone's) from dir: those
-// beyond ret.Keep newest of them, and any older than ret.MaxAge. A record
+// beyond ret.Keep newest of their owner's, and any older than ret.MaxAge.
+// Keep counts each owner's records apart, EveryOwner's too: counted all
+// together, any user's many records (real holds, or files planted with
+// new times) would push every other user's out. A record
 // that is locked (its writer lives) or unfinished (its holder died and no
 // reaper closed it yet) is never removed: it is what a reaper needs. Only
 // the records that would go are opened, so a hold pays little for a full
@@ -78,8 +81,11 @@ func PruneRecordsAt(d *safefs.Dir, owner int, ret Retention) error {
 	}
 	slices.SortFunc(all, func(a, b prunable) int { return b.st.ModTime.Compare(a.st.ModTime) }) // newest first
 	now := time.Now()
+	newer := map[uint32]int{} // records of each owner seen so far: newer ones
 	var errs []error
-	for i, r := range all {
+	for _, r := range all {
+		i := newer[r.st.UID]
+		newer[r.st.UID]++
 		if (keep <= 0 || i < keep) && (maxAge <= 0 || now.Sub(r.st.ModTime) <= maxAge) {
 			continue
 		}

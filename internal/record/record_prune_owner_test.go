@@ -69,17 +69,19 @@ func TestRootOwnRetentionKeepsOthers(t *testing.T) {
 	}
 }
 
-// The fleet's retention counts and removes every user's records, as root.
+// The fleet's retention removes every user's records, as root, keeping
+// each user's newest: a user with many records (4343's, the newest) does
+// not push another's older ones out.
 func TestEveryOwnerRetention(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the records are chowned to several uids")
 	}
 	dir := t.TempDir()
-	ownedRecords(t, dir, 4343, 0, 4344, 0)
+	ownedRecords(t, dir, 4343, 4343, 4343, 0, 4344, 0, 0)
 	if err := PruneRecords(dir, EveryOwner, Retention{Keep: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := names(t, dir), []string{"a-4343.jsonl", "b-0.jsonl"}; !slices.Equal(got, want) {
+	if got, want := names(t, dir), []string{"a-4343.jsonl", "b-4343.jsonl", "d-0.jsonl", "e-4344.jsonl", "f-0.jsonl"}; !slices.Equal(got, want) {
 		t.Fatalf("after the fleet's keep 2: %v, want %v", got, want)
 	}
 }
