@@ -254,7 +254,7 @@ func (c *dirCheck) resourceDirs(dir string, want []string) {
 	}
 	for _, name := range want {
 		if p := filepath.Join(dir, name); !seen[name] {
-			c.add(p, c.install(p)+" "+recordsDir(p), "missing: the first hold would make it, owned by its user, and other users' holds refuse a resource dir a user owns")
+			c.add(p, c.install(p)+" "+recordsDir(p), "missing: in a shared directory a user's hold makes none; root's reap timer (gpu-hold reap --all) makes a declared one, or an admin with the command here")
 		}
 	}
 }
