@@ -371,6 +371,7 @@ func TestPlantedRecordsDir(t *testing.T) {
 	t.Parallel()
 	f := tfFleet(t)
 	mark := newMark(t)
+	tfNoRecordsDir(t, f)
 	recs := filepath.Join(f.Dir, "gpu", "records")
 	tfSh(t, f.B.Cred, mark, fmt.Sprintf("mkdir %[1]s && chmod 0777 %[1]s", recs))
 	tfRequirePlanted(t, recs, unix.S_IFDIR, uidB)
