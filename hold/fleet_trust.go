@@ -4,12 +4,8 @@
 package hold
 
 import (
-	"errors"
-
 	"github.com/rs/zerolog"
 
-	"github.com/gpu-hold/gpu-hold/internal/record"
-	"github.com/gpu-hold/gpu-hold/internal/safefs"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
 
@@ -21,22 +17,11 @@ import (
 func (h *holdRun) confirmDead(d queue.Ticket) bool { return confirmDead(d, h.o.Log) }
 
 func confirmDead(d queue.Ticket, log zerolog.Logger) bool {
-	why := "its ticket names no record"
-	if d.Record != "" {
-		rec, err := record.ReadRecordIf(d.Record, func(f safefs.Info) string { return untrustedRecord(f, d.UID) })
-		var untrusted *record.UntrustedError
-		switch {
-		case errors.As(err, &untrusted):
-			why = "its record " + untrusted.Why
-		case err != nil:
-			why = "its record cannot be read: " + err.Error()
-		case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
-			why = "its record is not its own (hold id or holder differ)"
-		default:
-			return true
-		}
+	rec, _, why := holderRecord(d)
+	if rec != nil {
+		return true
 	}
 	log.Error().Uint64("dead_ticket", d.Seq).Int("dead_uid", d.UID).Str("record", d.Record).
-		Msgf("the etcd ticket of dead holder %s cannot be confirmed on this host (%s): ending nothing on its word and clearing it", d.Describe(), why)
+		Msgf("the etcd ticket of dead holder %s cannot be confirmed on this host (its record: %s): ending nothing on its word and clearing it", d.Describe(), why)
 	return false
 }

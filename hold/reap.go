@@ -75,6 +75,9 @@ func reapOne(d queue.Ticket, via, reaperHold string, grace, survivorWait time.Du
 	}
 	defer as.Close()
 	c := believe(d, log)
+	if c.record != "" {
+		rh.Record = c.record
+	}
 	out, info := endClaimed(d, &c, as, via, reaperHold, grace, survivorWait, log)
 	rh.Ended = out.Ended
 	notOurs := map[proc.Ident]bool{}
@@ -125,9 +128,9 @@ func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold st
 	info := record.ReapInfo{By: self, Via: via, HoldID: reaperHold, UID: os.Getuid(), Host: host, Started: time.Now()}
 	var w *record.RecordWriter
 	var sink record.Sink
-	if c.record {
+	if c.record != "" {
 		var err error
-		if w, err = record.AppendRecord(d.Record); err != nil {
+		if w, err = record.AppendRecord(c.record); err != nil {
 			log.Warn().Err(err).Msg("cannot append the reaping to the dead holder's record")
 			w = nil
 		} else {

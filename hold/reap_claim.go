@@ -1,8 +1,9 @@
-// reap_claim.go owns what a reap believes of a dead holder: a ticket, its
-// record and the cgroup they name are files other users can write, so each
-// is believed only from the writer entitled to it (the ticket's owner, and
-// root for what only root makes), and never names a target by itself: the
-// kernel, acting with the dead holder's authority, has the last word.
+// reap_claim.go owns what a reap believes of a dead holder: a ticket and
+// its record are files other users can write, so each is believed only
+// from the writer entitled to it (the ticket's owner, and root for what
+// only root makes), and never names a target by itself; its cgroup is
+// found by its hold id in the kernel's tree. The kernel, acting with the
+// dead holder's authority, has the last word.
 package hold
 
 import (
@@ -10,11 +11,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/cgroup"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
@@ -29,44 +28,131 @@ type claim struct {
 	tracker.Claim
 	pgid   int        // the payload's group, while its leader holds the number
 	root   proc.Ident // the payload's process, the group's leader
-	cgroup string     // the payload's cgroup, checked to be the holder's
-	record bool       // the record is the holder's own: the reap is appended to it
+	cgroup string     // the payload's cgroup, found by the hold id (holderCgroup)
+	record string     // the holder's own record, "" when none is: the reap is appended to it
 }
 
-// believe reads d's record and cgroup as far as they can be trusted.
+// believe reads d's record as far as it can be trusted, and finds d's
+// cgroup by its hold id.
 func believe(d queue.Ticket, log zerolog.Logger) claim {
 	c := claim{Claim: tracker.Claim{HoldID: d.HoldID, Holder: d.Holder, UID: d.UID, PinOK: d.UID == 0}}
-	if d.Record == "" {
-		return c
+	rec, path, why := holderRecord(d)
+	switch {
+	case rec == nil && d.Record != "":
+		log.Warn().Str("record", d.Record).Msgf("not believing the dead holder's record: %s; ending its pinned lineage, its cgroup and its marked processes only", why)
+	case rec != nil && path != d.Record:
+		log.Warn().Str("record", d.Record).Str("own_record", path).Msgf("not believing the record the dead holder's ticket names (%s): going by the record the holder made beside it", why)
 	}
-	rec, err := record.ReadRecordIf(d.Record, func(f safefs.Info) string { return untrustedRecord(f, d.UID) })
+	if rec != nil {
+		c.record, c.IDs = path, rec.Live
+		if rec.Hold.Payload != nil {
+			// The group is ended only while its leader still holds the
+			// number (see teardown.groupIsOurs).
+			c.pgid, c.root = rec.Hold.PGID, *rec.Hold.Payload
+		}
+	}
+	c.cgroup = holderCgroup(d, rec, log)
+	return c
+}
+
+// holderRecord reads the dead holder's own record and says where it was:
+// the one its ticket names or, when that one is not the holder's (someone
+// who read the waiting ticket made a file there first), the one the holder
+// made under a fresh name beside it (record.FreshRecordName). A record is
+// believed only when it is the holder's uid's file, only its, naming the
+// same hold and holder; why says why the ticket's was not.
+func holderRecord(d queue.Ticket) (rec *record.Record, path, why string) {
+	if d.Record == "" {
+		return nil, "", "its ticket names no record"
+	}
+	if rec, why = readHolderRecord(d, d.Record); rec != nil {
+		return rec, d.Record, ""
+	}
+	if rec, path = freshRecord(d); rec != nil {
+		return rec, path, why
+	}
+	return nil, "", why
+}
+
+// readHolderRecord reads the record at path when it is d's own.
+func readHolderRecord(d queue.Ticket, path string) (*record.Record, string) {
+	rec, err := record.ReadRecordIf(path, func(f safefs.Info) string { return untrustedRecord(f, d.UID) })
 	var untrusted *record.UntrustedError
 	switch {
 	case errors.As(err, &untrusted):
-		log.Warn().Str("record", d.Record).Msgf("not believing the dead holder's record: %s; ending its pinned lineage and marked processes only", untrusted.Why)
-		return c
+		return nil, untrusted.Why
 	case err != nil:
-		log.Warn().Err(err).Msg("cannot read the dead holder's record; ending its pinned lineage and marked processes only")
-		return c
+		return nil, "it cannot be read: " + err.Error()
+	case rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder:
+		return nil, "it is not its own (hold id or holder differ)"
 	}
-	if rec.Hold.ID != d.HoldID || rec.Hold.Holder != d.Holder {
-		log.Error().Str("record", d.Record).Msg("the dead holder's record is not its own (hold id or holder differ): ignoring it")
-		return c
+	return rec, ""
+}
+
+// freshTries bounds the fresh-named candidates of d's uid a reap reads.
+const freshTries = 8
+
+// freshRecord finds the record d's holder made under a fresh name beside
+// the records dir's usual one, which its ticket names. Anyone may make
+// names there; only d's uid's files are read.
+func freshRecord(d queue.Ticket) (*record.Record, string) {
+	dir, base := filepath.Split(d.Record)
+	if d.HoldID == "" || base != filepath.Base(record.RecordPath("", d.HoldID)) {
+		return nil, "" // --dump: a hold never renames it
 	}
-	c.record, c.IDs = true, rec.Live
-	if rec.Hold.Payload != nil {
-		// The group is ended only while its leader still holds the number
-		// (see teardown.groupIsOurs).
-		c.pgid, c.root = rec.Hold.PGID, *rec.Hold.Payload
+	sd, err := safefs.OpenDir(filepath.Clean(dir))
+	if err != nil {
+		return nil, ""
 	}
-	if cg := rec.Hold.Cgroup; cg != "" {
-		if why := untrustedCgroup(cg, d.HoldID, d.UID); why != "" {
-			log.Error().Str("cgroup", cg).Msgf("ignoring the cgroup the dead holder's record names: %s", why)
-		} else {
-			c.cgroup = cg
+	defer sd.Close()
+	names, _ := sd.Names()
+	tries := 0
+	for _, name := range names {
+		if !record.IsFreshRecordName(name, d.HoldID) {
+			continue
+		}
+		if st, err := sd.Lstat(name); err != nil || int(st.UID) != d.UID || !st.IsRegular() {
+			continue
+		}
+		if tries++; tries > freshTries {
+			break
+		}
+		if rec, _ := readHolderRecord(d, sd.Join(name)); rec != nil {
+			return rec, sd.Join(name)
 		}
 	}
-	return c
+	return nil, ""
+}
+
+// holderCgroup is the dead holder's cgroup, found by its hold id in the
+// kernel's tree (cgroup.Find: gpu-hold-<id>, owned by the holder's uid,
+// under directories only root or that uid made), never named by a file
+// another user could have written: a planted or missing record hides
+// nothing. A user's ticket never reaches a root hold's cgroup (its
+// owner), live or dead. Where several carry the name (the holder's user
+// made more), the one its own record names, else the first with a process
+// in it, is ended.
+func holderCgroup(d queue.Ticket, rec *record.Record, log zerolog.Logger) string {
+	paths, cut := cgroup.Find(d.HoldID, d.UID)
+	if cut {
+		log.Warn().Msg("the cgroup hierarchy is larger than a reap walks: the dead holder's cgroup may not be found")
+	}
+	switch len(paths) {
+	case 0:
+		return ""
+	case 1:
+		return paths[0]
+	}
+	log.Warn().Strs("cgroups", paths).Msg("several cgroups carry the dead holder's hold id and belong to its uid: ending the one its record names, else the first with a process in it")
+	if rec != nil && slices.Contains(paths, filepath.Clean(rec.Hold.Cgroup)) {
+		return filepath.Clean(rec.Hold.Cgroup)
+	}
+	for _, p := range paths {
+		if cgroup.Populated(p) {
+			return p
+		}
+	}
+	return paths[0]
 }
 
 // alive lists what c's record names that still runs, its payload's
@@ -105,26 +191,6 @@ func untrustedRecord(f safefs.Info, uid int) string {
 		return fmt.Sprintf("others may write it (mode %04o)", f.Perm())
 	case f.Nlink != 1:
 		return fmt.Sprintf("it has %d links", f.Nlink)
-	}
-	return ""
-}
-
-// untrustedCgroup says why path cannot be the cgroup gpu-hold made for
-// hold id under uid: "" when it is gpu-hold-<id> inside the cgroup v2 mount
-// and a directory that uid owns (root's for a root hold: a user's ticket
-// never reaches the cgroup of a root hold, live or dead).
-func untrustedCgroup(path, id string, uid int) string {
-	mnt := cgroup.Mount()
-	clean := filepath.Clean(path)
-	if mnt == "" || id == "" || filepath.Base(clean) != "gpu-hold-"+id || !strings.HasPrefix(clean, filepath.Clean(mnt)+"/") {
-		return "gpu-hold did not make it for this hold"
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(clean, &st); err != nil {
-		return err.Error()
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != uid {
-		return fmt.Sprintf("it belongs to uid %d, not to the holder's uid %d", st.Uid, uid)
 	}
 	return ""
 }

@@ -221,6 +221,10 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRecord(o); err != nil {
+		w.Cancel()
+		return nil, &Error{Code: ExitUsage, Err: err}
+	}
 	if sig := h.resumedBy(); sig != nil {
 		w.Cancel()
 		return nil, h.waitFailed(nil, sig)
@@ -247,7 +251,10 @@ func (h *holdRun) acquire(ctx context.Context, sigc chan os.Signal) (queue.Grant
 	}
 	log.Info().Uint64("ticket", h.ticket.Seq).Str("resource", o.Resource).Dur("waited_ms", time.Since(h.queued)).Msg("token taken")
 	h.granted = time.Now()
-	h.rec.open(h, h.granted)
+	if err := h.rec.open(h, h.granted); err != nil {
+		grant.Release()
+		return nil, &Error{Code: ExitUsage, Err: err}
+	}
 	if err := h.poolGranted(); err != nil {
 		h.rec.close(&h.res, time.Now(), log)
 		grant.Release()

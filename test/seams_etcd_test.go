@@ -110,7 +110,7 @@ func reportedTimes(stderr, key string) int {
 // times it read the queue.
 func TestEtcdPlantedKeysNoWedge(t *testing.T) {
 	f := newFleet(t, "proc")
-	adminDir(t, f.Dir, "gpu") // the resource's directory, as an admin makes it, for the records
+	adminDir(t, adminDir(t, f.Dir, "gpu"), "records") // the resource's directory and records/, as an admin makes them
 	s := etcdtest.Start(t)
 	const prefix = "/gpu-hold-seams"
 	url := s.URL(prefix) + "?ttl=" + strconv.Itoa(fleetTTL)

@@ -16,13 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// srFleet is tfFleet with records/ made by the admin too, so that no
+// srFleet is tfFleet, which makes records/ as the admin does, so that no
 // user's hold owns it, whichever runs first.
 func srFleet(t *testing.T) *fleet {
 	t.Helper()
-	f := tfFleet(t)
-	adminDir(t, filepath.Join(f.Dir, "gpu"), "records")
-	return f
+	return tfFleet(t)
 }
 
 // srRecords lists the records in the fleet's gpu records dir by owner.

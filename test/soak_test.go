@@ -116,14 +116,15 @@ func (s *soak) declare() {
 	if err := os.WriteFile(filepath.Join(s.f.Dir, "resources.json"), []byte(cfg+"}"), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
-	// The admin makes the queues' directories too: one a user's hold
-	// made would be that user's to forge in, and root would not queue there.
+	// The admin makes the queues' directories and their records/ too: one
+	// a user's hold made would be that user's to forge in, and other users'
+	// holds would not queue (or keep their records) there.
 	for _, r := range soakSingles {
 		if r != soakFull {
-			adminDir(s.t, s.f.Dir, r)
+			adminDir(s.t, adminDir(s.t, s.f.Dir, r), "records")
 		}
 	}
-	adminDir(s.t, s.f.Dir, "gpu")
+	adminDir(s.t, adminDir(s.t, s.f.Dir, "gpu"), "records")
 	for i := range soakPool {
 		adminDir(s.t, s.f.Dir, fmt.Sprintf("gpu.d%d", i))
 	}

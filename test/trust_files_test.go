@@ -47,15 +47,25 @@ func tfRun(t *testing.T, f *fleet, rg rig, mark string, flags []string, payload 
 	return r
 }
 
-// tfFleet is newFleet with the gpu resource dir made as an admin (or
-// root's first hold) makes it: root's, the fleet group's, 03775. Without
-// it, whichever hold comes first makes it, and a user's hold that wins the
-// race would own the queue.
+// tfFleet is newFleet with the gpu resource dir and its records/ made as
+// an admin (dist/tmpfiles.d, or root's first hold) makes them: root's, the
+// fleet group's, 03775. Without them, whichever hold comes first makes
+// them, and a user's hold that wins the race would own the queue (and
+// other users' holds refuse a records/ a user owns).
 func tfFleet(t *testing.T) *fleet {
 	t.Helper()
 	f := newFleet(t, "proc")
-	adminDir(t, f.Dir, "gpu")
+	adminDir(t, adminDir(t, f.Dir, "gpu"), "records")
 	return f
+}
+
+// tfNoRecordsDir removes the records/ tfFleet made: a fleet whose admin
+// did not make it.
+func tfNoRecordsDir(t *testing.T, f *fleet) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(f.Dir, "gpu", "records")); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tfWarm runs one root hold so that the resource dir has root's token,
@@ -267,6 +277,25 @@ func tfMetricsDir(t *testing.T) string {
 	return adminDir(t, openDir(t), "metrics")
 }
 
+// tfHoldsRefused runs a root hold and a uid B hold, each of which must
+// refuse to run (exit 125) before its payload, and returns their results.
+func tfHoldsRefused(t *testing.T, f *fleet, mark string, flags []string) []result {
+	t.Helper()
+	var rs []result
+	for _, u := range []struct {
+		who string
+		rg  rig
+	}{{"root", f.Root}, {"uid B", f.B}} {
+		ran := filepath.Join(f.Scratch, "ran."+u.rg.Name)
+		r := tfStart(t, f, u.rg, mark, flags, "touch", ran).Wait(tfBound)
+		if r.Code != 125 || exists(ran) {
+			t.Errorf("%s's hold exited %d (payload ran: %v), want 125 before its payload: a hold does not run without a record only its user and root can write\nstderr:\n%s", u.who, r.Code, exists(ran), r.Stderr)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
 // tfHoldsOfRootAndB runs a root hold and a uid B hold at once (both queue
 // on gpu; each must end within tfBound) and returns their results.
 func tfHoldsOfRootAndB(t *testing.T, f *fleet, mark string, flags []string) []result {
@@ -357,7 +386,9 @@ func TestPlantedSpecialFiles(t *testing.T) {
 	})
 
 	// --dump at a FIFO, a symlink, a hard link, and under a symlinked
-	// directory, all planted by A inside the shared directory.
+	// directory, all planted by A inside the shared directory: each hold
+	// refuses before its payload (it would have no record), saying what
+	// is there, and writes nothing through it.
 	for _, tc := range []struct {
 		name  string
 		plant func(t *testing.T, f *fleet, mark string, o *tfOutside) (dump, planted string)
@@ -400,7 +431,7 @@ func TestPlantedSpecialFiles(t *testing.T) {
 				// follow it too, as a careless one would.
 				os.Chmod(o.Dir, 0o777)
 			}
-			rs := tfHoldsOfRootAndB(t, f, mark, []string{"--dump", dump})
+			rs := tfHoldsRefused(t, f, mark, []string{"--dump", dump})
 			o.check(t)
 			tfRequireWarned(t, "the file planted at --dump", rs, planted)
 			requireNoneLeft(t, mark)
@@ -450,12 +481,14 @@ func TestPlantedSpecialFiles(t *testing.T) {
 // Catches: records created through os.MkdirAll/os.OpenFile on
 // <dir>/<res>/records/<id>.jsonl (the record lands in A's directory, where
 // A reads or removes it at will); pruning by os.ReadDir of that path
-// (root's hold removes A's old record in A's directory); a hold whose log
-// names a record path that it never wrote, or that is in A's directory.
+// (root's hold removes A's old record in A's directory); a hold that runs
+// with no record at all (one warning) rather than refusing, saying what
+// is at records/.
 func TestPlantedRecordsSymlink(t *testing.T) {
 	t.Parallel()
 	f := tfFleet(t)
 	mark := newMark(t)
+	tfNoRecordsDir(t, f)
 	// The warm-up writes its record elsewhere: gpu/ exists, records/ not.
 	tfWarm(t, f, mark, "--dump", filepath.Join(t.TempDir(), "warm.jsonl"))
 	if _, err := os.Lstat(filepath.Join(f.Dir, "gpu", "records")); err == nil {
@@ -481,28 +514,12 @@ func TestPlantedRecordsSymlink(t *testing.T) {
 	tfRequirePlanted(t, filepath.Join(target, "old.jsonl"), unix.S_IFREG, uidA)
 
 	// Pruning as strict as it gets: keep 1, nothing older than an hour.
-	flags := []string{"--keep-records", "1", "--record-age", "1h"}
-	for _, u := range []struct {
-		who string
-		rg  rig
-	}{{"root", f.Root}, {"uid B", f.B}} {
-		who, r := u.who, tfRun(t, f, u.rg, mark, flags, "true")
-		lines := logLines(r.Stderr)
-		rec := ""
-		if i := findLog(lines, "hold ended"); i >= 0 {
-			rec = lines[i].str("record")
-		}
-		// The record it names is not in A's directory, and either it is a
-		// real file or the log says the record could not be written.
-		real, err := filepath.EvalSymlinks(rec)
-		switch {
-		case rec != "" && err == nil && strings.HasPrefix(real, target+"/"):
-			t.Errorf("%s's hold wrote its record %s into A's directory, through the planted symlink (%s)", who, rec, real)
-		case tfWarned(r.Stderr, "record"):
-		case rec == "":
-			t.Errorf("%s's hold names no record and warns of none\nstderr:\n%s", who, r.Stderr)
-		case err != nil:
-			t.Errorf("%s's hold names record %s, which does not exist (%v), and warns of none\nstderr:\n%s", who, rec, err, r.Stderr)
+	rs := tfHoldsRefused(t, f, mark, []string{"--keep-records", "1", "--record-age", "1h"})
+	for i, who := range []string{"root", "uid B"} {
+		for _, want := range []string{link, "symlink", fmt.Sprintf("uid %d", uidA)} {
+			if !strings.Contains(rs[i].Stderr, want) {
+				t.Errorf("%s's refusal does not say %q\nstderr:\n%s", who, want, rs[i].Stderr)
+			}
 		}
 	}
 	ents, _ := os.ReadDir(target)
@@ -535,6 +552,7 @@ func TestRecordsDirSharedByUsers(t *testing.T) {
 		t.Parallel()
 		f := tfFleet(t)
 		mark := newMark(t)
+		tfNoRecordsDir(t, f) // root's hold makes it
 		for _, u := range []struct {
 			who string
 			rg  rig

@@ -14,9 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -61,131 +59,8 @@ type RecordWriter struct {
 	timer     *time.Timer // flushes pending, armed by the first pending line
 }
 
-// RecordsDirMode is the mode a records directory is made with, set
-// exactly (the umask would keep the group out): every member of the queue
-// directory's group creates its own record there (setgid keeps the group),
-// and nobody removes another's (sticky).
-const RecordsDirMode = 0o3775
-
-// recordMode is a record file's mode: a record is evidence written by its
-// holder, so nobody else may rewrite it; everyone may read it (show).
-const recordMode = 0o644
-
 // geteuid is the writer's effective uid (tests pretend to be another user).
 var geteuid = os.Geteuid
-
-// CreateRecord creates the record at path, a path the caller chose
-// (--dump): its directory is opened component by component, following a
-// symlink on the way only when root or this uid owns it (never one another
-// user planted), and made when missing; the file is created
-// O_EXCL|O_NOFOLLOW, so whatever is there already (a file, a symlink, a
-// FIFO) is an error that says what it is, and nothing is followed or
-// truncated.
-func CreateRecord(path string, h HoldInfo) (*RecordWriter, error) {
-	d, err := safefs.OpenUserDir(filepath.Dir(path), 0o755)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open the directory of record %s: %v; write the record elsewhere (--dump)", path, err)
-	}
-	defer d.Close()
-	return CreateRecordAt(d, filepath.Base(path), h)
-}
-
-// OpenRecordsDir opens resourceDir/records, never through a symlink (nor
-// resourceDir's own last component), making it when missing with
-// RecordsDirMode and group gid (the queue directory's; -1 keeps what mkdir
-// gave). A records dir of ours with another mode (made by an older
-// gpu-hold, under a umask) gets RecordsDirMode.
-func OpenRecordsDir(resourceDir string, gid int) (*safefs.Dir, error) {
-	res, err := safefs.OpenDirNoFollow(resourceDir)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open resource dir %s: %v", resourceDir, err)
-	}
-	defer res.Close()
-	d, created, err := res.MkdirSub("records", RecordsDirMode, gid)
-	if err != nil {
-		return nil, recordsDirErr(res.Join("records"), gid, err)
-	}
-	if st, err := d.Stat(); err == nil && !created && int(st.UID) == geteuid() {
-		mendRecordsDir(d, st, gid)
-	}
-	return d, nil
-}
-
-// mendRecordsDir gives a records dir of ours that an older gpu-hold made
-// (0755 by the umask, the creator's group) the group and mode a new one
-// gets. Best effort: a dir that still works is used as it is.
-func mendRecordsDir(d *safefs.Dir, st safefs.Info, gid int) {
-	if gid >= 0 && int(st.GID) != gid {
-		d.Chgrp(gid)
-	}
-	if st.Perm() != RecordsDirMode || (gid >= 0 && int(st.GID) != gid) {
-		d.Chmod(RecordsDirMode) // after chgrp, which may clear setgid
-	}
-}
-
-// recordsDirErr says what is wrong with a records dir and what to do.
-func recordsDirErr(path string, gid int, err error) error {
-	fix := fmt.Sprintf("an admin can recreate it with install -d -m %o -g %s %s", RecordsDirMode, groupName(gid), path)
-	var nr *safefs.NotRegularError
-	if errors.As(err, &nr) {
-		return fmt.Errorf("records dir %s is %s owned by uid %d (never followed): remove it; %s", path, nr.Info.Kind(), nr.Info.UID, fix)
-	}
-	return fmt.Errorf("cannot make or open records dir %s as uid %d: %v; %s", path, geteuid(), err, fix)
-}
-
-// groupName names gid for a hint.
-func groupName(gid int) string {
-	if gid < 0 {
-		return "GROUP"
-	}
-	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
-		return g.Name
-	}
-	return strconv.Itoa(gid)
-}
-
-// CreateRecordAt creates the record name in dir (see OpenRecordsDir) and
-// writes the header h. The file must not exist (hold ids are unique); it
-// is created O_EXCL|O_NOFOLLOW with mode 0644 set exactly.
-func CreateRecordAt(dir *safefs.Dir, name string, h HoldInfo) (*RecordWriter, error) {
-	path := dir.Join(name)
-	f, st, err := dir.Create(name, unix.O_WRONLY|unix.O_APPEND, recordMode)
-	if err != nil {
-		var ee *safefs.ExistsError
-		if errors.As(err, &ee) {
-			return nil, fmt.Errorf("record %v; each hold needs its own record", err)
-		}
-		return nil, createErr(dir, path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		dir.Remove(name, st)
-		return nil, fmt.Errorf("cannot lock new record %s: %v", path, err)
-	}
-	w := &RecordWriter{f: f, path: path, hold: h}
-	w.hold.DroppedEvents = 0
-	w.writeHoldLocked()
-	if w.err != nil {
-		f.Close()
-		dir.Remove(name, st)
-		return nil, w.err
-	}
-	return w, nil
-}
-
-// createErr says why a record could not be created in dir, and the fix.
-func createErr(dir *safefs.Dir, path string, err error) error {
-	st, serr := dir.Stat()
-	if serr != nil || !errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("cannot create record %s as uid %d: %v; check the directory's permissions or write the record elsewhere (--dump)", path, geteuid(), err)
-	}
-	group := groupName(int(st.GID))
-	if parent, err := dir.Lstat(".."); err == nil {
-		group = groupName(int(parent.GID)) // the queue's group, which setgid hands down
-	}
-	return fmt.Errorf("cannot create record %s: %s (uid %d's, group %s, mode %04o) does not let uid %d create files (%v): an admin can run chgrp %s %s && chmod %o %s, or write the record elsewhere (--dump)",
-		path, dir.Path(), st.UID, groupName(int(st.GID)), st.Perm(), geteuid(), err, group, dir.Path(), RecordsDirMode, dir.Path())
-}
 
 // AppendRecord opens a dead holder's record to append a reap section. It
 // fails with an error wrapping ErrRecordBusy while the holder still writes
