@@ -301,6 +301,10 @@ func tfHoldsRefused(t *testing.T, f *fleet, mark string, flags []string) []resul
 func tfHoldsOfRootAndB(t *testing.T, f *fleet, mark string, flags []string) []result {
 	t.Helper()
 	r := tfStart(t, f, f.Root, mark, flags, "true")
+	// Root's ticket first: root's hold is the one that reaps a forged dead
+	// holder of uid A; B's, ahead of it, would wait for uid A to run
+	// nothing at all, which other tests beside this one make false.
+	tfWaitQueued(t, r)
 	b := tfStart(t, f, f.B, mark, flags, "true")
 	rs := []result{r.Wait(tfBound), b.Wait(tfBound)}
 	for i, who := range []string{"root", "uid B"} {
@@ -309,6 +313,17 @@ func tfHoldsOfRootAndB(t *testing.T, f *fleet, mark string, flags []string) []re
 		}
 	}
 	return rs
+}
+
+// tfWaitQueued waits until hold s has taken its ticket, or has ended.
+func tfWaitQueued(t *testing.T, s *started) {
+	t.Helper()
+	for deadline := time.Now().Add(bound(20 * time.Second)); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if e := s.Stderr(); strings.Contains(e, `"ticket":`) || strings.Contains(e, `"exit_code"`) {
+			return
+		}
+	}
+	t.Fatalf("harness: root's hold took no ticket within 20s\n%s", s.Stderr())
 }
 
 // T3: a FIFO, symlink or hard link planted by uid A where root's and uid
