@@ -154,10 +154,11 @@ func rtWaitPidfd(t *testing.T, pid int) {
 }
 
 // uid A's hold waits behind root's; uid B plants, under A's hold id, a
-// finished record with exit code 42 (which keeps A's hold from writing its
-// own). Root's `gpu-hold wait ID`, started while A waits, and again once
-// A's hold has ended (exit 3), exits 125 saying the record is not the
-// holder's, never 42: whether B's record names itself or A as the holder.
+// finished record with exit code 42 at the record's usual name, so A's
+// hold writes its own under a fresh name beside it. Root's `gpu-hold wait
+// ID`, started while A waits, and again once A's hold has ended, exits
+// with A's 3, from A's own record, never 42: whether B's record names
+// itself or A as the holder.
 //
 // Catches: wait's exitOf returning the exit code of whatever file is at
 // the record's name, with no look at whose it is.
@@ -188,14 +189,16 @@ func TestRedWaitIgnoresPlantedRecord(t *testing.T) {
 	if r := a.Wait(30 * time.Second); r.Code != 3 {
 		t.Fatalf("uid A's hold exited %d, want its payload's 3\n%s", r.Code, r.Stderr)
 	}
+	// A's hold found B's file at its record's usual name and wrote its
+	// own under a fresh name beside it: wait finds that one, A's.
 	r := w.Wait(30 * time.Second)
-	if r.Code != 125 || !strings.Contains(r.Stderr, "not believed") {
-		t.Errorf("root's wait on A's live hold, B's record naming B: exit %d, want 125 saying the record is not believed\n%s", r.Code, r.Stderr)
+	if r.Code != 3 {
+		t.Errorf("root's wait on A's live hold, B's record naming B at the usual name: exit %d, want A's 3 from A's own record\n%s", r.Code, r.Stderr)
 	}
 	rtPlantRecord(t, f, path, id, uidA)
 	r = runRaw(t, bin, nil, mark, f.Scratch, "--dir", f.Dir, "wait", id)
-	if r.Code != 125 || !strings.Contains(r.Stderr, "not believed") {
-		t.Errorf("root's wait on A's ended hold, B's record naming A: exit %d, want 125 saying the record is not believed\n%s", r.Code, r.Stderr)
+	if r.Code != 3 {
+		t.Errorf("root's wait on A's ended hold, B's record naming A at the usual name: exit %d, want A's 3 from A's own record\n%s", r.Code, r.Stderr)
 	}
 	requireNoneLeft(t, mark)
 }

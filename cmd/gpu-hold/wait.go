@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,7 +75,7 @@ func waitRun(opts *waitOptions) error {
 		if t.Granted.IsZero() && !exists(path) && (t.Record == "" || !exists(t.Record)) {
 			return usageErr("hold %s ended before it took the token (cancelled, its -w ran out, or signalled while waiting): it has no record, so its exit code is not known", opts.HoldID)
 		}
-		return exitOf(path, t.Record, opts.HoldID, t.UID)
+		return exitOf(append(recordCandidates(path, opts.HoldID), t.Record), opts.HoldID, t.UID)
 	}
 	// Ended already: its record, in any resource's records directory.
 	res := []string{opts.g.Resource}
@@ -85,8 +86,8 @@ func waitRun(opts *waitOptions) error {
 	}
 	for _, r := range res {
 		p := record.RecordPath(filepath.Join(dir, r), opts.HoldID)
-		if _, err := os.Lstat(p); err == nil {
-			return exitOf(p, "", opts.HoldID, -1)
+		if c := recordCandidates(p, opts.HoldID); len(c) > 1 || exists(p) {
+			return exitOf(c, opts.HoldID, -1)
 		}
 	}
 	return usageErr("no hold %s is queued, holding, or on record: see gpu-hold queue and gpu-hold history (or give the right -r/--dir)", opts.HoldID)
@@ -140,14 +141,23 @@ func awaitHolder(t queue.Ticket, timeout time.Duration) error {
 // the queue) the uid the record names, which must own it and whose id
 // must be id. Any member of the queue's group may create a file under
 // another hold's name, and its exit code must not be the one returned.
-func exitOf(path, alt, id string, uid int) error {
-	rec, err := record.ReadRecord(path)
-	if err == nil {
-		err = holdersRecord(rec, id, uid)
-	}
-	if err != nil && alt != "" {
-		if rec, err = record.ReadRecord(alt); err == nil {
-			err = holdersRecord(rec, id, uid)
+func exitOf(paths []string, id string, uid int) error {
+	var rec *record.Record
+	err := errors.New("no record found")
+	for i, p := range paths {
+		if p == "" || i > 0 && p == paths[0] {
+			continue
+		}
+		r, rerr := record.ReadRecord(p)
+		if rerr == nil {
+			rerr = holdersRecord(r, id, uid)
+		}
+		if rerr == nil {
+			rec, err = r, nil
+			break
+		}
+		if i == 0 {
+			err = rerr // the usual name's reason is the one to tell
 		}
 	}
 	if err != nil {
@@ -177,6 +187,27 @@ func holdersRecord(rec *record.Record, id string, uid int) error {
 		return fmt.Errorf("%s is the record of hold %s, not of %s: its exit code is not this hold's", rec.Path, rec.Hold.ID, id)
 	}
 	return nil
+}
+
+// freshTries bounds the fresh-named records of one hold id read.
+const freshTries = 8
+
+// recordCandidates is path, the usual name of hold id's record, then the
+// names a hold gives its record when it finds the usual one taken
+// (record.FreshRecordName): anyone may make a file at the usual name, so
+// the holder's own record may be under a fresh one beside it.
+func recordCandidates(path, id string) []string {
+	c := []string{path}
+	names, _ := os.ReadDir(filepath.Dir(path))
+	for _, n := range names {
+		if len(c) > freshTries {
+			break
+		}
+		if record.IsFreshRecordName(n.Name(), id) {
+			c = append(c, filepath.Join(filepath.Dir(path), n.Name()))
+		}
+	}
+	return c
 }
 
 func exists(path string) bool { _, err := os.Lstat(path); return err == nil }
