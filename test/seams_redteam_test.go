@@ -200,6 +200,11 @@ func TestRedWaitIgnoresPlantedRecord(t *testing.T) {
 	if r.Code != 3 {
 		t.Errorf("root's wait on A's ended hold, B's record naming A at the usual name: exit %d, want A's 3 from A's own record\n%s", r.Code, r.Stderr)
 	}
+	// show ID renders the file at the usual name (saying whose it is) and
+	// names A's own record beside it.
+	if r := qCmd(t, f.Dir, "show", id); !strings.Contains(r.Stderr, "under other names") || !strings.Contains(r.Stderr, id+".") {
+		t.Errorf("gpu-hold show %s does not name A's own record under its fresh name: exit %d\n%s%s", id, r.Code, r.Stdout, r.Stderr)
+	}
 	requireNoneLeft(t, mark)
 }
 

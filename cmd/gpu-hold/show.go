@@ -20,6 +20,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/internal/safefs"
+	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 )
 
 type showOptions struct {
@@ -176,7 +177,16 @@ func (opts *showOptions) resolve() (string, error) {
 	}
 	if !strings.ContainsRune(arg, '/') && opts.g != nil {
 		if dir, err := opts.g.findDir(); err == nil {
-			p := record.RecordPath(filepath.Join(dir, opts.g.Resource), strings.TrimSuffix(arg, ".jsonl"))
+			id := strings.TrimSuffix(arg, ".jsonl")
+			p := record.RecordPath(filepath.Join(dir, opts.g.Resource), id)
+			if c := recordCandidates(p, id); len(c) > 1 {
+				// Someone made a file at the usual name first, and the hold
+				// wrote its own under a fresh one: show says whose each is.
+				fmt.Fprintf(os.Stderr, "hold %s has records under other names too (its usual one was taken): %s\n", termsafe.Text(id), termsafe.Text(strings.Join(c[1:], ", ")))
+				if !exists(p) {
+					return c[1], nil
+				}
+			}
 			if _, err := os.Stat(p); err == nil {
 				return p, nil
 			}
