@@ -21,10 +21,11 @@ import (
 )
 
 type bpfTracker struct {
-	opts Options
-	self int
-	l    *bpf.Lineage
-	rd   *bpf.Reader
+	noCaps // has and cgroup: a live hold asks Live
+	opts   Options
+	self   int
+	l      *bpf.Lineage
+	rd     *bpf.Reader
 	// bootToWall converts CLOCK_BOOTTIME ns (event times) to wall time.
 	bootToWall time.Duration
 

@@ -91,3 +91,25 @@ func (l *Lineage) Programs() string { return l.b.programs() }
 
 // Close stops tracking and frees kernel objects (unless pinned).
 func (l *Lineage) Close() error { return l.b.Close() }
+
+// Has reports whether id is a member now, by the kernel's word alone
+// (ErrNotSupported: ask Live).
+func (l *Lineage) Has(id proc.Ident) (bool, error) { return l.b.has(id) }
+
+// Cgroup is the hold's cgroup, relative to the cgroup2 mount, that the
+// lineage counts its members in ("": none it knows of).
+func (l *Lineage) Cgroup() string { return l.b.cgroup() }
+
+// noCaps is the answer of a backend to the capabilities it does not have;
+// a backend embeds it and defines what it can do.
+type noCaps struct{}
+
+func (noCaps) sealMode() string                 { return "" }
+func (noCaps) account() (bool, bool, error)     { return false, false, ErrNotSupported }
+func (noCaps) snapshot() (*proc.Snapshot, bool) { return nil, false }
+func (noCaps) finish() error                    { return nil }
+func (noCaps) pin() (string, error)             { return "", ErrNotSupported }
+func (noCaps) unpin() error                     { return ErrNotSupported }
+func (noCaps) programs() string                 { return "" }
+func (noCaps) has(proc.Ident) (bool, error)     { return false, ErrNotSupported }
+func (noCaps) cgroup() string                   { return "" }

@@ -35,6 +35,7 @@ const (
 )
 
 type procTracker struct {
+	noCaps     // only the kernel keeps a lineage tracked after its holder dies: no pins
 	opts       Options
 	bootToWall time.Duration // turns start times since boot into wall time
 	self       int
@@ -521,11 +522,6 @@ func (t *procTracker) sealMode() string { return SealPasses }
 
 // finish is Close: nothing of procfs's is slow to free.
 func (t *procTracker) finish() error { return t.Close() }
-
-// pin: only the kernel keeps a lineage tracked after its holder dies.
-func (t *procTracker) pin() (string, error) { return "", ErrNotSupported }
-func (t *procTracker) unpin() error         { return ErrNotSupported }
-func (t *procTracker) programs() string     { return "" }
 
 func (t *procTracker) Close() error {
 	if t.stop != nil {

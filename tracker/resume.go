@@ -65,6 +65,7 @@ func Resume(c Claim, sink record.Sink) (*Lineage, string) {
 // staticTracker knows a set of identities and treats their descendants as
 // members too (a child of a member is a member).
 type staticTracker struct {
+	noCaps
 	mu      sync.Mutex
 	members map[proc.Ident]bool
 	holdID  string // the hold id whose environment entry marks its processes ("": none)
@@ -86,15 +87,11 @@ func (t *staticTracker) Changed() <-chan struct{} { return nil }
 func (t *staticTracker) Seal() error              { return nil }
 func (t *staticTracker) Close() error             { return nil }
 
-// A record's identities keep no account, have no seal of their own (the
-// teardown's KILL passes end them), and nothing to pin, finish or load.
-func (t *staticTracker) sealMode() string                 { return SealPasses }
-func (t *staticTracker) account() (bool, bool, error)     { return false, false, ErrNotSupported }
-func (t *staticTracker) snapshot() (*proc.Snapshot, bool) { return nil, false }
-func (t *staticTracker) finish() error                    { return nil }
-func (t *staticTracker) pin() (string, error)             { return "", ErrNotSupported }
-func (t *staticTracker) unpin() error                     { return ErrNotSupported }
-func (t *staticTracker) programs() string                 { return "" }
+// sealMode: a record's identities have no seal of their own; the
+// teardown's KILL passes end them (they keep no account, and have nothing
+// to pin, finish or load: noCaps).
+func (t *staticTracker) sealMode() string { return SealPasses }
+
 func (t *staticTracker) Counters() record.Counters {
 	t.mu.Lock()
 	defer t.mu.Unlock()

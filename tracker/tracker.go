@@ -42,6 +42,8 @@ type backend interface {
 	pin() (string, error)
 	unpin() error
 	programs() string
+	has(id proc.Ident) (bool, error)
+	cgroup() string
 }
 
 // Options configure a tracker.
