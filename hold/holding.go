@@ -19,7 +19,7 @@ import (
 )
 
 // hold runs the payload under the token and tears it down.
-func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Signal) (Result, error) {
+func (h *holdRun) hold(ctx context.Context, tr *tracker.Lineage, sigc chan os.Signal) (Result, error) {
 	h.pinned = h.pin(tr) // unpinned after the release (unpin)
 	if err := h.contain(); err != nil {
 		return h.fail(ExitUsage, "%v", err)
@@ -53,18 +53,17 @@ func (h *holdRun) hold(ctx context.Context, tr tracker.Tracker, sigc chan os.Sig
 // pin pins the lineage when the tracker can: the lineage then stays
 // tracked in the kernel if this process dies, and the next holder ends it
 // from there. It returns nil when nothing was pinned.
-func (h *holdRun) pin(tr tracker.Tracker) tracker.Pinner {
-	p, ok := tr.(tracker.Pinner)
-	if !ok {
+func (h *holdRun) pin(tr *tracker.Lineage) *tracker.Lineage {
+	dir, err := tr.Pin()
+	if errors.Is(err, tracker.ErrNotSupported) {
 		return nil
 	}
-	dir, err := p.Pin()
 	if err != nil {
 		h.o.Log.Warn().Err(err).Msg("cannot pin the lineage: if this hold dies, its successor ends only what the record names")
 		return nil
 	}
 	h.o.Log.Debug().Str("pin", dir).Msg("lineage pinned")
-	return p
+	return tr
 }
 
 // unpin removes the lineage's pins once the token is released, whatever
@@ -133,7 +132,7 @@ func (p *running) reap() {
 // start launches the payload (in its cgroup when there is one, without it
 // when clone3 into the cgroup is refused under --cgroup=auto) and starts
 // watching its exit. The error comes with h.res set.
-func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
+func (h *holdRun) start(tr *tracker.Lineage) (*running, error) {
 	o, log := &h.o, h.o.Log
 	env := []string{tracker.HoldIDEnv + "=" + h.id, "GPU_HOLD_RESOURCE=" + o.Resource, "GPU_HOLD_LABEL=" + o.Label}
 	env = append(env, h.poolEnv()...)
@@ -153,7 +152,7 @@ func (h *holdRun) start(tr tracker.Tracker) (*running, error) {
 	p.group, _ = proc.OpenGroup(root)
 	h.rec.started(root, cgroupPath(h.cg), p.start)
 	ev := log.Info().Int("pid", root.PID).Str("backend", tr.Backend()).Str("seal", h.res.Seal)
-	if progs := tracker.Programs(tr); progs != "" {
+	if progs := tr.Programs(); progs != "" {
 		ev = ev.Str("bpf_programs", progs) // a spare taken, or loaded by this hold
 	}
 	ev.Bool("cgroup", h.cg != nil).Strs("cmd", o.Cmd).Msg("payload started")
@@ -255,7 +254,7 @@ func (h *holdRun) laterSignals(sigc chan os.Signal, cut chan struct{}, over <-ch
 // process, and puts the teardown, the survivors and the tracker's counters
 // on record (closing the tracker first, so the events it still holds
 // reach the record; its pins go after the release: unpin).
-func (h *holdRun) endLineage(tr tracker.Tracker, p *running, cut <-chan struct{}) teardown.Outcome {
+func (h *holdRun) endLineage(tr *tracker.Lineage, p *running, cut <-chan struct{}) teardown.Outcome {
 	log := h.o.Log
 	td := &teardown.Teardown{Tracker: tr, PGID: p.root.PID, Root: p.root, Cgroup: h.cg, Grace: h.grace(), SurvivorWait: h.o.SurvivorWait, Log: log, Fate: h.rec.fate, CutGrace: cut, Group: p.group}
 	td.OnKill = func(at time.Time) { h.rec.update(func(hi *record.HoldInfo) { hi.Times.KillStart = at }) }
@@ -268,9 +267,8 @@ func (h *holdRun) endLineage(tr tracker.Tracker, p *running, cut <-chan struct{}
 		log.Error().Int("pid", st.PID).Uint64("start", st.Start).Str("comm", st.Comm).Str("state", string(st.State)).
 			Msg("survivor: still alive after KILL and the survivor wait; releasing the token with it on record")
 	}
-	if f, ok := tr.(tracker.Finisher); ok {
-		f.Finish() // its kernel objects go after the release (lazyTracker.close)
-	} else if err := tr.Close(); err != nil {
+	// eBPF's kernel objects go after the release (lazyTracker.close).
+	if err := tr.Finish(); err != nil {
 		log.Warn().Err(err).Msg("closing the tracker")
 	}
 	counters := tr.Counters()

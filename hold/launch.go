@@ -42,7 +42,7 @@ func checkCommand(name string) error {
 
 // launch starts cmd under tr (and in cg when not nil) and returns the
 // payload's identity.
-func launch(o *Options, tr tracker.Tracker, cg *cgroup.Cgroup, env []string) (*exec.Cmd, proc.Ident, error) {
+func launch(o *Options, tr *tracker.Lineage, cg *cgroup.Cgroup, env []string) (*exec.Cmd, proc.Ident, error) {
 	cmd := exec.Command(o.Cmd[0], o.Cmd[1:]...)
 	cmd.Stdin = nil // os/exec connects /dev/null
 	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr

@@ -26,7 +26,7 @@ type lazyTracker struct {
 	once    sync.Once
 	begun   atomic.Bool
 	done    chan struct{} // closed when make has returned
-	tr      tracker.Tracker
+	tr      *tracker.Lineage
 	err     error
 	note    string // make's fall-back notice, for the record (set before done closes)
 }
@@ -81,7 +81,7 @@ func (lt *lazyTracker) start() {
 }
 
 // get makes the tracker if start has not, and waits for it.
-func (lt *lazyTracker) get() (tracker.Tracker, error) {
+func (lt *lazyTracker) get() (*tracker.Lineage, error) {
 	lt.start()
 	<-lt.done
 	return lt.tr, lt.err
@@ -89,7 +89,7 @@ func (lt *lazyTracker) get() (tracker.Tracker, error) {
 
 // make is the load: eBPF's failure is --track=bpf's error, or
 // --track=auto's fall-back to procfs.
-func (lt *lazyTracker) make() (tracker.Tracker, error) {
+func (lt *lazyTracker) make() (*tracker.Lineage, error) {
 	h := lt.h
 	opts := tracker.Options{Sink: h.rec.event, Flush: h.rec.flush, HoldID: h.id}
 	if lt.backend == tracker.BackendProc {
@@ -127,7 +127,7 @@ func (lt *lazyTracker) close() {
 // atGrant is the tracker once the token is ours, with the backend and seal
 // it has set in the result and the record. When it cannot be made the
 // hold ends before its payload: record closed, token released.
-func (h *holdRun) atGrant(lt *lazyTracker, grant queue.Grant) (tracker.Tracker, error) {
+func (h *holdRun) atGrant(lt *lazyTracker, grant queue.Grant) (*tracker.Lineage, error) {
 	tr, err := lt.get()
 	if err != nil {
 		h.res.Code, h.res.Cause = ExitUsage, record.CauseError
@@ -138,7 +138,7 @@ func (h *holdRun) atGrant(lt *lazyTracker, grant queue.Grant) (tracker.Tracker, 
 	if lt.note != "" {
 		h.backendNote = lt.note
 	}
-	h.res.Backend, h.res.Seal = tr.Backend(), tracker.SealOf(tr)
+	h.res.Backend, h.res.Seal = tr.Backend(), tr.SealMode()
 	h.rec.update(func(hi *record.HoldInfo) {
 		hi.Backend, hi.Seal, hi.BackendNote = h.res.Backend, h.res.Seal, h.backendNote
 	})

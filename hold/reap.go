@@ -153,10 +153,8 @@ func endClaimed(d queue.Ticket, c *claim, as *proc.Authority, via, reaperHold st
 	}
 	// Unpin and close the lineage before the record: the exits still in a
 	// pinned lineage's ring buffer go to the dead holder's record.
-	if p, ok := tr.(tracker.Pinner); ok {
-		if err := p.Unpin(); err != nil {
-			log.Warn().Err(err).Msg("cannot remove the dead holder's pins")
-		}
+	if err := tr.Unpin(); err != nil && !errors.Is(err, tracker.ErrNotSupported) {
+		log.Warn().Err(err).Msg("cannot remove the dead holder's pins")
 	}
 	tr.Close()
 	info.Ended, info.Candidates, info.Signalled = time.Now(), len(c.IDs), out.Ended

@@ -32,7 +32,7 @@ type Result struct {
 	HoldID   string
 	Record   string
 	Backend  string
-	Seal     string // how the tracker's seal stops forks: tracker.SealOf
+	Seal     string // how the tracker's seal stops forks: tracker.Lineage.SealMode
 	Teardown teardown.Outcome
 }
 
@@ -200,7 +200,7 @@ type holdRun struct {
 	cg    *cgroup.Cgroup
 	ahead *cgroupAhead
 	// pinned is the tracker's lineage, pinned at the grant (nil: not).
-	pinned tracker.Pinner
+	pinned *tracker.Lineage
 	// pool is the pool side of the hold (pool.go).
 	pool poolHold
 	// contended is closed when a yielding hold must give way (yield.go).

@@ -25,7 +25,7 @@ const MakeSparesCommand = "make-spares"
 // maker gets no environment but the seal request (and a test's spare
 // root, tracker.SpareRootEnv), so no marker, label or
 // hold id of this hold's reaches it; it is in a session of its own.
-func (h *holdRun) restockSpares(tr tracker.Tracker) {
+func (h *holdRun) restockSpares(tr *tracker.Lineage) {
 	if tr.Backend() != tracker.BackendBPF || !tracker.SparesLow() {
 		return
 	}

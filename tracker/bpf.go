@@ -21,21 +21,22 @@ import (
 )
 
 type bpfTracker struct {
-	opts Options
-	self int
-	l    *bpf.Lineage
-	rd   *bpf.Reader
+	noCaps // has and cgroup: a live hold asks Live
+	opts   Options
+	self   int
+	l      *bpf.Lineage
+	rd     *bpf.Reader
 	// bootToWall converts CLOCK_BOOTTIME ns (event times) to wall time.
 	bootToWall time.Duration
 
-	changed chan struct{}
-	begin   chan struct{} // closed when reading starts (see startBPFTracker)
-	stop    chan struct{} // closed by Close: one last drain, then read returns
-	done    chan struct{} // closed when read has returned
-	started sync.Once
-	finish  sync.Once
-	close   sync.Once
-	drains  atomic.Int64 // drains done (a queued hold does none)
+	changed  chan struct{}
+	begin    chan struct{} // closed when reading starts (see startBPFTracker)
+	stop     chan struct{} // closed by Close: one last drain, then read returns
+	done     chan struct{} // closed when read has returned
+	started  sync.Once
+	finished sync.Once
+	close    sync.Once
+	drains   atomic.Int64 // drains done (a queued hold does none)
 
 	sinkMu sync.Mutex // Sink calls are serialized (reader goroutine and Live)
 
@@ -50,7 +51,7 @@ type group struct {
 	pgid, sid int
 }
 
-func newBPFTracker(opts Options) (Tracker, error) {
+func newBPFTracker(opts Options) (*bpfTracker, error) {
 	if err := CheckHostPidNS(); err != nil {
 		return nil, &ProbeError{Backend: BackendBPF, Reason: err.Error()}
 	}
@@ -65,7 +66,7 @@ func newBPFTracker(opts Options) (Tracker, error) {
 // startBPFTracker starts reading a loaded (or opened) lineage's events: at
 // once when now (a pinned lineage with members), else from Prepare on (a
 // hold that waits in the queue has nothing to read, and does not wake).
-func startBPFTracker(l *bpf.Lineage, opts Options, now bool) (Tracker, error) {
+func startBPFTracker(l *bpf.Lineage, opts Options, now bool) (*bpfTracker, error) {
 	// Open the ring buffer reader before anything is admitted.
 	rd, err := l.NewReader()
 	if err != nil {
@@ -194,23 +195,23 @@ func (t *bpfTracker) empty() bool {
 	return err == nil && c.Live == 0
 }
 
-// Account reads the lineage map: a member's entry goes when its last
+// account reads the lineage map: a member's entry goes when its last
 // thread exits, so an empty map (and no member lost to overflow) means no
 // member is alive, wherever it went. Once sealed, an entry that a read of
 // the map misses while the map changes is a child killed at its birth.
-func (t *bpfTracker) Account() (some, known bool) {
-	c, err := t.l.Counters()
-	if err != nil || c.Overflow > 0 {
-		return false, false
+func (t *bpfTracker) account() (some, known bool, err error) {
+	c, cerr := t.l.Counters()
+	if cerr != nil || c.Overflow > 0 {
+		return false, false, nil
 	}
 	if c.Live == 0 {
-		return false, true
+		return false, true, nil
 	}
-	ms, err := t.l.Members()
-	if err != nil {
-		return false, false
+	ms, merr := t.l.Members()
+	if merr != nil {
+		return false, false, nil
 	}
-	return slices.ContainsFunc(ms, func(m bpf.Member) bool { return m.PID != t.self }), true
+	return slices.ContainsFunc(ms, func(m bpf.Member) bool { return m.PID != t.self }), true, nil
 }
 
 // Changed is signalled on every fork and exit the kernel reports.
@@ -220,9 +221,13 @@ func (t *bpfTracker) Changed() <-chan struct{} { return t.changed }
 // bpf.SealBirth, its child at birth, from now on.
 func (t *bpfTracker) Seal() error { return t.l.Seal() }
 
-// SealMode is the seal the lineage was loaded with ("" when opened from
+// sealMode is the seal the lineage was loaded with ("" when opened from
 // a dead holder's pins).
-func (t *bpfTracker) SealMode() bpf.SealMode { return t.l.SealMode() }
+func (t *bpfTracker) sealMode() string { return string(t.l.SealMode()) }
+
+// snapshot is empty: LiveIn reads the members from the kernel's own
+// account, one by one.
+func (t *bpfTracker) snapshot() (*proc.Snapshot, bool) { return proc.SnapshotOf(nil), true }
 
 func (t *bpfTracker) Counters() record.Counters {
 	c, err := t.l.Counters()
@@ -241,22 +246,23 @@ func (t *bpfTracker) Counters() record.Counters {
 func (t *bpfTracker) Close() error {
 	var err error
 	t.close.Do(func() {
-		t.Finish()
+		t.finish()
 		_, err = t.l.Recycle(t.rd)
 		err = errors.Join(err, t.rd.Close(), t.l.Close())
 	})
 	return err
 }
 
-// Finish implements Finisher: the last events drained and the counters
-// read; the programs stay attached (to a sealed, empty lineage) until
-// Close detaches them.
-func (t *bpfTracker) Finish() {
-	t.finish.Do(func() {
+// finish drains the last events and reads the counters; the programs stay
+// attached (to a sealed, empty lineage) until Close detaches them, which
+// patches the kernel's text on every CPU and so waits for the release.
+func (t *bpfTracker) finish() error {
+	t.finished.Do(func() {
 		close(t.stop)
 		<-t.done
 		t.Counters() // the last reading, kept for Counters after Close
 	})
+	return nil
 }
 
 // startReading lets read begin its drains.

@@ -13,29 +13,20 @@ import (
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
-// Pinner is implemented by trackers whose lineage can outlive the holder
-// process (the eBPF backend).
-type Pinner interface {
-	// Pin pins the lineage under /sys/fs/bpf/gpu-hold/<hold id>/ (mounting
-	// the BPF filesystem if needed) and returns the directory. Close then
-	// leaves it tracking in the kernel.
-	Pin() (string, error)
-	// Unpin removes the pins: after Close the kernel objects are freed.
-	Unpin() error
-}
+// pin pins the lineage under /sys/fs/bpf/gpu-hold/<hold id>/ (mounting
+// the BPF filesystem if needed) and returns the directory. Close then
+// leaves it tracking in the kernel.
+func (t *bpfTracker) pin() (string, error) { return t.l.Pin() }
 
-// Pin implements Pinner.
-func (t *bpfTracker) Pin() (string, error) { return t.l.Pin() }
-
-// Unpin implements Pinner.
-func (t *bpfTracker) Unpin() error { return t.l.Unpin() }
+// unpin removes the pins: after Close the kernel objects are freed.
+func (t *bpfTracker) unpin() error { return t.l.Unpin() }
 
 // OpenPinnedBPF opens the lineage a (dead) holder pinned for holdID. The
-// tracker it returns was never launched: Prepare and Started fail; Live,
+// lineage it returns was never launched: Prepare and Started fail; Live,
 // Changed, Seal, Counters work on the dead holder's members, and its Unpin
 // ends the pins. Events still in the ring buffer, and those that follow, go
 // to opts.Sink.
-func OpenPinnedBPF(holdID string, opts Options) (Tracker, error) {
+func OpenPinnedBPF(holdID string, opts Options) (*Lineage, error) {
 	l, err := bpf.OpenPinned(holdID)
 	if err != nil {
 		return nil, err
@@ -44,7 +35,7 @@ func OpenPinnedBPF(holdID string, opts Options) (Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pinnedTracker{t.(*bpfTracker)}, nil
+	return lineageOf(&pinnedTracker{t}), nil
 }
 
 // pinnedTracker is a dead holder's lineage: it cannot launch anything.
@@ -54,6 +45,9 @@ var errPinnedLaunch = errors.New("a pinned lineage opened from a dead holder can
 
 func (p *pinnedTracker) Prepare(*exec.Cmd) error  { return errPinnedLaunch }
 func (p *pinnedTracker) Started(proc.Ident) error { return errPinnedLaunch }
+
+// programs is "": a dead holder's programs are not this hold's own.
+func (p *pinnedTracker) programs() string { return "" }
 
 // stalePinAge is how long a pinned lineage must have existed, empty,
 // before a new hold removes it.

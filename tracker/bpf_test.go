@@ -105,10 +105,10 @@ func (s *btSink) count(k record.Kind) int {
 
 // btTracker loads a tracker for a hold id unique to the test, with the
 // seal this host chooses (GPU_HOLD_BPF_SEAL may force one).
-func btTracker(t *testing.T) (Tracker, *btSink) { return btTrackerSeal(t, "") }
+func btTracker(t *testing.T) (*Lineage, *btSink) { return btTrackerSeal(t, "") }
 
 // btTrackerSeal is btTracker with a given seal ("": the host's).
-func btTrackerSeal(t *testing.T, seal bpf.SealMode) (Tracker, *btSink) {
+func btTrackerSeal(t *testing.T, seal bpf.SealMode) (*Lineage, *btSink) {
 	t.Helper()
 	btNeedBPF(t)
 	sink := &btSink{}
@@ -123,7 +123,7 @@ func btTrackerSeal(t *testing.T, seal bpf.SealMode) (Tracker, *btSink) {
 }
 
 // btLaunch starts a marked payload under tr the way the hold does.
-func btLaunch(t *testing.T, tr Tracker, mark string, env []string, name string, args ...string) (*exec.Cmd, proc.Ident) {
+func btLaunch(t *testing.T, tr *Lineage, mark string, env []string, name string, args ...string) (*exec.Cmd, proc.Ident) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(append(os.Environ(), marks.Env+"="+mark), env...)
@@ -162,7 +162,7 @@ func btWaitFor(t *testing.T, limit time.Duration, what string, cond func() bool)
 	}
 }
 
-func btLivePIDs(t *testing.T, tr Tracker) map[int]proc.Stat {
+func btLivePIDs(t *testing.T, tr *Lineage) map[int]proc.Stat {
 	t.Helper()
 	live, err := tr.Live()
 	if err != nil {
@@ -187,7 +187,7 @@ func btKeys(m map[int]proc.Stat) []int {
 // btSameAsMarked waits until the marked live processes are exactly the
 // wanted shape (n processes, all running comm unless it is ""), then checks Live() is exactly
 // that set.
-func btSameAsMarked(t *testing.T, tr Tracker, mark string, n int, comm string) map[int]proc.Stat {
+func btSameAsMarked(t *testing.T, tr *Lineage, mark string, n int, comm string) map[int]proc.Stat {
 	t.Helper()
 	var marked map[int]proc.Stat
 	defer func() {
@@ -456,8 +456,8 @@ func TestBPFSealStopsForkStorm(t *testing.T) {
 
 func sealStopsForkStorm(t *testing.T, seal bpf.SealMode) {
 	tr, sink := btTrackerSeal(t, seal)
-	if got := SealOf(tr); got != string(seal) {
-		t.Fatalf("SealOf = %q, want %q", got, seal)
+	if got := tr.SealMode(); got != string(seal) {
+		t.Fatalf("SealMode = %q, want %q", got, seal)
 	}
 	mark := btNewMark(t)
 	script := `for j in 1 2 3; do ( while :; do sleep 100 & done ) & done; exec sleep 300`
@@ -525,12 +525,12 @@ func sealStopsForkStorm(t *testing.T, seal bpf.SealMode) {
 // btBornSealedAlive checks the fork seal's half of the storm: no child was
 // killed at birth, and each storm loop's last child is a member flagged
 // born sealed and still alive, for the kill passes to end.
-func btBornSealedAlive(t *testing.T, tr Tracker, sink *btSink) {
+func btBornSealedAlive(t *testing.T, tr *Lineage, sink *btSink) {
 	t.Helper()
 	if n := sink.count(record.KilledAtBirth); n != 0 {
 		t.Errorf("%d killed-at-birth events under the fork seal, want none", n)
 	}
-	ms, err := tr.(*bpfTracker).l.Members()
+	ms, err := tr.b.(*bpfTracker).l.Members()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +574,7 @@ func TestBPFPinnedOutlivesHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := tr.(Pinner).Pin()
+	dir, err := tr.Pin()
 	if err != nil {
 		tr.Close()
 		t.Fatalf("Pin: %v", err)
@@ -619,7 +619,7 @@ func TestBPFPinnedOutlivesHolder(t *testing.T) {
 	btWaitFor(t, 5*time.Second, "an empty lineage", func() bool { l, _ := succ.Live(); return len(l) == 0 })
 	// The reader drains on a period: give it a few.
 	btWaitFor(t, 5*time.Second, "the setsid sleep's fork event from the pinned ring buffer", func() bool { return sink.count(record.Fork) >= 1 })
-	if err := succ.(Pinner).Unpin(); err != nil {
+	if err := succ.Unpin(); err != nil {
 		t.Fatalf("Unpin: %v", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -640,7 +640,7 @@ func TestBPFQueuedTrackerSleeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	bt := tr.(*bpfTracker)
+	bt := tr.b.(*bpfTracker)
 	time.Sleep(5 * readInterval)
 	if n := bt.drains.Load(); n != 0 {
 		t.Fatalf("%d drains before the hold launched anything, want 0", n)
@@ -664,7 +664,7 @@ func TestBPFClosedTrackerIsSpare(t *testing.T) {
 	teststock.Own(t, "fork")
 	btNeedBPF(t)
 	teststock.Fill(t, bpf.SpareStock, func() error { _, err := MakeSpares(); return err }, SpareCount)
-	var taken []Tracker
+	var taken []*Lineage
 	for range bpf.SpareStock {
 		tr, _ := btTracker(t)
 		taken = append(taken, tr)
@@ -681,7 +681,7 @@ func TestBPFClosedTrackerIsSpare(t *testing.T) {
 		t.Fatalf("%d spares after a finished tracker closed, want 1 (its lineage given back)", n)
 	}
 	next, _ := btTracker(t)
-	if p := Programs(next); p != "spare" {
+	if p := next.Programs(); p != "spare" {
 		t.Fatalf("the next tracker's programs were %s, want the recycled spare", p)
 	}
 	btLaunch(t, next, mark, nil, "bash", "-c", "sleep 300 & exec sleep 301")
@@ -731,7 +731,7 @@ func TestBPFLoadTakesSpareThatCameBack(t *testing.T) {
 	}()
 	tr, _ := btTracker(t)
 	<-back
-	if p := Programs(tr); p != "spare" {
+	if p := tr.Programs(); p != "spare" {
 		t.Fatalf("the tracker's programs were %s, want the spare that came back while it loaded", p)
 	}
 	btWaitFor(t, 10*time.Second, "the unused fresh copy in the stock", func() bool { return SpareCount() == 1 })

@@ -1,13 +1,11 @@
 // groups.go owns the kernel's answer to "which processes are in this
 // process group" for the teardown (bpf's walk of the group's own list,
-// instead of a read of every process's stat), and what a pass reads to
-// find the tracker's members: together they let a teardown pass read only
-// the lineage, the group and the cgroup.
+// instead of a read of every process's stat): with Lineage.Snapshot it
+// lets a teardown pass read only the lineage, the group and the cgroup.
 package tracker
 
 import (
 	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/internal/proc"
 )
 
 // GroupMembers returns the tgid of every process in process group pgid.
@@ -39,23 +37,4 @@ func groupWalkWanted() error {
 		return errSmallHost
 	}
 	return nil
-}
-
-// LineageSnapshot is what a teardown pass reads to find tr's members
-// without a walk of /proc (the pass adds the group and the cgroup to it):
-// nothing for a tracker whose members come from the kernel's own account,
-// read one by one by LiveIn (eBPF); the processes below the hold for
-// procfs, whose subreaper keeps every member there. ok is false when only
-// a walk will do.
-func LineageSnapshot(tr Tracker) (s *proc.Snapshot, ok bool) {
-	switch t := tr.(type) {
-	case *bpfTracker, *pinnedTracker:
-		return proc.SnapshotOf(nil), true
-	case *procTracker:
-		s, err := t.below()
-		return s, err == nil
-	case interface{ KernelListed() bool }: // a test's tracker
-		return proc.SnapshotOf(nil), t.KernelListed()
-	}
-	return nil, false
 }

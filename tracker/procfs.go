@@ -35,6 +35,7 @@ const (
 )
 
 type procTracker struct {
+	noCaps     // only the kernel keeps a lineage tracked after its holder dies: no pins
 	opts       Options
 	bootToWall time.Duration // turns start times since boot into wall time
 	self       int
@@ -65,7 +66,7 @@ type procMember struct {
 	stack uint64
 }
 
-func newProcTracker(opts Options) (Tracker, error) {
+func newProcTracker(opts Options) (*procTracker, error) {
 	primeGoPidfdCheck()
 	caps, _ := EffectiveCaps()
 	return &procTracker{
@@ -196,6 +197,12 @@ func (t *procTracker) below() (*proc.Snapshot, error) {
 		return nil, err
 	}
 	return proc.SnapshotFrom(top), nil
+}
+
+// snapshot is below, or a walk (false) when below cannot answer.
+func (t *procTracker) snapshot() (*proc.Snapshot, bool) {
+	s, err := t.below()
+	return s, err == nil
 }
 
 // errLineageLarge is below's answer for a lineage with more than half the
@@ -434,15 +441,15 @@ func (t *procTracker) adopted(fn func(pid int)) {
 // read is an empty list; the payload is looked at first, as its orphans
 // come to the hold before it is a zombie. Not known on a kernel that keeps
 // no children lists.
-func (t *procTracker) Account() (some, known bool) {
+func (t *procTracker) account() (some, known bool, err error) {
 	if proc.Alive(t.root) {
-		return true, true
+		return true, true, nil
 	}
-	kids, err := t.children()
-	if err != nil {
-		return false, false
+	kids, kerr := t.children()
+	if kerr != nil {
+		return false, false, nil
 	}
-	return slices.ContainsFunc(kids, func(pid int) bool { return pid != t.root.PID }), true
+	return slices.ContainsFunc(kids, func(pid int) bool { return pid != t.root.PID }), true, nil
 }
 
 // reap collects an adopted orphan's zombie (never the payload's: os/exec
@@ -510,6 +517,12 @@ func (t *procTracker) Counters() record.Counters {
 }
 
 // Close stops the walker; one last walk records late exits and reaps.
+// sealMode: nothing stops a fork; KILL passes repeat until it is empty.
+func (t *procTracker) sealMode() string { return SealPasses }
+
+// finish is Close: nothing of procfs's is slow to free.
+func (t *procTracker) finish() error { return t.Close() }
+
 func (t *procTracker) Close() error {
 	if t.stop != nil {
 		close(t.stop)

@@ -231,8 +231,8 @@ func TestAccountBeforeSeal(t *testing.T) {
 	tr := &procTracker{self: self, root: st.Ident, seen: map[proc.Ident]*procMember{}, byPID: map[int]proc.Ident{}}
 	want := func(step string, some bool) {
 		t.Helper()
-		if gotSome, known := tr.Account(); !known || gotSome != some {
-			t.Errorf("%s: Account() = some %v, known %v; want some %v, known", step, gotSome, known, some)
+		if gotSome, known, _ := tr.account(); !known || gotSome != some {
+			t.Errorf("%s: account() = some %v, known %v; want some %v, known", step, gotSome, known, some)
 		}
 	}
 	want("payload alive", true)
@@ -263,11 +263,11 @@ func TestLargeLineageIsWalked(t *testing.T) {
 	member := proc.Ident{PID: 1 << 30, Start: 1}
 	tr.seen[member] = &procMember{stat: proc.Stat{Ident: member, Threads: 1}}
 	tr.byPID[member.PID] = member
-	if _, ok := LineageSnapshot(tr); !ok {
-		t.Errorf("a lineage of one thread: LineageSnapshot says walk /proc, want the children lists")
+	if _, ok := tr.snapshot(); !ok {
+		t.Errorf("a lineage of one thread: snapshot says walk /proc, want the children lists")
 	}
 	tr.seen[member].stat.Threads = hostTasks()
-	if _, ok := LineageSnapshot(tr); ok {
-		t.Errorf("a lineage of %d threads (the host's count): LineageSnapshot reads the children lists, want a walk", hostTasks())
+	if _, ok := tr.snapshot(); ok {
+		t.Errorf("a lineage of %d threads (the host's count): snapshot reads the children lists, want a walk", hostTasks())
 	}
 }

@@ -35,10 +35,10 @@ type Claim struct {
 	IDs    []proc.Ident // live identities its record names
 }
 
-// Resume returns a tracker over the claimed lineage, for teardown only
+// Resume returns the claimed lineage, for teardown only
 // (Prepare and Started are not used), and where the lineage came from.
 // sink receives what a pinned lineage still reports. A pinned tracker must
-// be unpinned (Pinner) after the teardown.
+// be unpinned (Lineage.Unpin) after the teardown.
 //
 // A pin is used only when the process it names as its holder is the
 // ticket's holder: a hold id alone, which anyone can copy into a ticket,
@@ -46,7 +46,7 @@ type Claim struct {
 // record's identities, every process of uid whose environment still
 // carries the hold's id (a holder killed before its record named its
 // payload leaves that much), and their descendants.
-func Resume(c Claim, sink record.Sink) (Tracker, string) {
+func Resume(c Claim, sink record.Sink) (*Lineage, string) {
 	if c.HoldID != "" && c.PinOK {
 		if h, err := bpf.PinnedHolder(c.HoldID); err == nil && h == c.Holder {
 			if tr, err := OpenPinnedBPF(c.HoldID, Options{Sink: sink, HoldID: c.HoldID}); err == nil {
@@ -59,12 +59,13 @@ func Resume(c Claim, sink record.Sink) (Tracker, string) {
 		t.holdID = c.HoldID
 		t.uid = c.UID
 	}
-	return t, SourceRecord
+	return lineageOf(t), SourceRecord
 }
 
 // staticTracker knows a set of identities and treats their descendants as
 // members too (a child of a member is a member).
 type staticTracker struct {
+	noCaps
 	mu      sync.Mutex
 	members map[proc.Ident]bool
 	holdID  string // the hold id whose environment entry marks its processes ("": none)
@@ -85,6 +86,12 @@ func (t *staticTracker) Started(proc.Ident) error { return nil }
 func (t *staticTracker) Changed() <-chan struct{} { return nil }
 func (t *staticTracker) Seal() error              { return nil }
 func (t *staticTracker) Close() error             { return nil }
+
+// sealMode: a record's identities have no seal of their own; the
+// teardown's KILL passes end them (they keep no account, and have nothing
+// to pin, finish or load: noCaps).
+func (t *staticTracker) sealMode() string { return SealPasses }
+
 func (t *staticTracker) Counters() record.Counters {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -93,14 +93,10 @@ const SealEnv = bpf.SealEnv
 // MakeSpares tops the stock of spares up and returns how many it made.
 func MakeSpares() (int, error) { return bpf.MakeSpares(bpf.SpareStock) }
 
-// Programs says where an eBPF tracker's programs came from: "spare" (taken
-// from the spares) or "loaded" (by this hold); "" for procfs.
-func Programs(tr Tracker) string {
-	t, ok := tr.(*bpfTracker)
-	switch {
-	case !ok:
-		return ""
-	case t.l.FromSpare():
+// programs says where the lineage's programs came from: "spare" (taken
+// from the spares) or "loaded" (by this hold).
+func (t *bpfTracker) programs() string {
+	if t.l.FromSpare() {
 		return "spare"
 	}
 	return "loaded"

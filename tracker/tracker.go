@@ -1,7 +1,7 @@
 // Package tracker follows the lineage of one payload: every process it
 // creates, however it got away (setsid, double fork, another group or cgroup).
-// tracker.go owns the Tracker interface that both backends implement and the
-// constructor that picks one.
+// tracker.go owns the backend interface that the implementations behind a
+// Lineage satisfy and the constructor that picks one.
 package tracker
 
 import (
@@ -20,63 +20,30 @@ const (
 	BackendProc = "proc"
 )
 
-// Tracker follows one payload's lineage from its first instruction to the
-// last exit of its last descendant. The hold drives it:
-//
-//	Prepare(cmd) -> cmd.Start() -> Started(pid) -> Live()... -> Seal() -> Live()... -> Close()
-type Tracker interface {
-	// Backend is BackendBPF or BackendProc.
+// backend is what each tracker implementation (eBPF, procfs, a dead
+// holder's record) does behind a Lineage: the methods Lineage documents,
+// the optional ones answering ErrNotSupported (or doing nothing) where the
+// implementation has no such capability.
+type backend interface {
 	Backend() string
-	// Prepare sets up cmd (SysProcAttr) so that the payload is a lineage
-	// member before its first instruction runs. Called before cmd.Start.
 	Prepare(cmd *exec.Cmd) error
-	// Started tells the tracker the payload's identity, right after cmd.Start.
 	Started(root proc.Ident) error
-	// Live returns every lineage member that is alive now (zombies are
-	// dead), each by identity with its current stat. It never returns the
-	// hold itself.
 	Live() ([]proc.Stat, error)
-	// LiveIn is Live as seen by walk s, taken by the caller (a teardown
-	// pass takes one walk and looks up the lineage, group and cgroup in it).
 	LiveIn(s *proc.Snapshot) []proc.Stat
-	// Changed receives a value (coalesced) when the tracker saw the lineage
-	// change: a birth or an exit. A backend that cannot see births as they
-	// happen (procfs) returns nil, and the caller rescans on its own.
 	Changed() <-chan struct{}
-	// Seal stops the lineage from growing: from now on a member that forks
-	// is killed at the fork and, where the kernel has the kfunc, its child
-	// at birth (eBPF; see SealOf). The procfs backend cannot stop forks;
-	// its Seal records the instant and the caller repeats its KILL passes.
 	Seal() error
-	// Counters reports events the tracker lost or could not store.
 	Counters() record.Counters
-	// Close stops tracking and frees kernel objects (unless pinned).
 	Close() error
-}
 
-// Finisher is implemented by trackers whose Close frees kernel objects
-// that take time to free (detaching eBPF programs patches the kernel's
-// text on every CPU): Finish ends the tracking once the lineage is ended
-// (the last events read, the counters kept), and Close, later, frees what
-// is left. A hold finishes before its record is closed and closes after
-// the token is released.
-type Finisher interface {
-	Finish()
-}
-
-// Accounted is a Tracker with a kernel-side account of its live members
-// that a walk of /proc cannot outrun: a process that forks and exits in a
-// loop is born after a walk lists /proc and gone before it reads the stat,
-// but it is always in the account (the eBPF lineage map; for procfs, the
-// hold's own children, of which one of the loop's is always one, alive or
-// a zombie). A teardown ends only when the account agrees that nothing is
-// alive, and skips the walk when it says so.
-type Accounted interface {
-	// Account reports whether the account names a member alive now
-	// (some), and whether it is complete (known: false when a member was
-	// lost to a full map, the account cannot be read, or procfs is not yet
-	// sealed and its reaper may empty the list under the reader).
-	Account() (some, known bool)
+	sealMode() string
+	account() (some, known bool, err error)
+	snapshot() (*proc.Snapshot, bool)
+	finish() error
+	pin() (string, error)
+	unpin() error
+	programs() string
+	has(id proc.Ident) (bool, error)
+	cgroup() string
 }
 
 // Options configure a tracker.
@@ -93,31 +60,30 @@ type Options struct {
 	Seal bpf.SealMode
 }
 
-// Seal modes, as SealOf and the record's hold.seal name them.
+// Seal modes, as Lineage.SealMode and the record's hold.seal name them.
 const (
 	SealBirth  = string(bpf.SealBirth) // eBPF: the forking member at the fork, its child at birth
 	SealFork   = string(bpf.SealFork)  // eBPF without the kfunc: the forking member at the fork, its child by the KILL pass
 	SealPasses = "passes"              // procfs: nothing stops a fork; KILL passes repeat until the lineage is empty
 )
 
-// SealOf says how tr's seal stops its lineage from growing: SealBirth,
-// SealFork, SealPasses, or "" when it is not known (a dead holder's pins).
-func SealOf(tr Tracker) string {
-	if s, ok := tr.(interface{ SealMode() bpf.SealMode }); ok {
-		return string(s.SealMode())
-	}
-	return SealPasses
-}
-
-// New returns a tracker for backend: BackendBPF or BackendProc.
-func New(backend string, opts Options) (Tracker, error) {
-	switch backend {
+// New returns a live lineage tracked by the backend name names:
+// BackendBPF or BackendProc.
+func New(name string, opts Options) (*Lineage, error) {
+	var b backend
+	var err error
+	switch name {
 	case BackendProc:
-		return newProcTracker(opts)
+		b, err = newProcTracker(opts)
 	case BackendBPF:
-		return newBPFTracker(opts)
+		b, err = newBPFTracker(opts)
+	default:
+		return nil, &UnknownBackendError{Name: name}
 	}
-	return nil, &UnknownBackendError{Name: backend}
+	if err != nil {
+		return nil, err
+	}
+	return lineageOf(b), nil
 }
 
 // UnknownBackendError is returned for a --track value that names no backend.

@@ -141,8 +141,8 @@ func (g *Guard) refreshKernel() {
 					g.o.Log.Warn().Err(err).Str("hold", ln.holdID).Msg("cannot give the device filter this hold's lineage: its members are let through only below the holder or in its cgroup")
 				}
 			}
-			if ln.cgroup != "" {
-				if fi, err := os.Stat(filepath.Join(k.mount, ln.cgroup)); err == nil {
+			if cg := ln.cgroup(); cg != "" {
+				if fi, err := os.Stat(filepath.Join(k.mount, cg)); err == nil {
 					cgs[fi.Sys().(*syscall.Stat_t).Ino] = true
 				}
 			}

@@ -1,35 +1,25 @@
 // lineage.go owns what the guard spares as the token holder's: the holder
 // is the ticket the queue proves holds the token (a live ticket whose
 // process holds the token's lock), and its lineage is what the kernel
-// says: the processes that descend from the holder's gpu-hold process,
-// those in the hold's cgroup (<holder's cgroup>/gpu-hold-<hold id>, which
-// only root creates and fills), and the members of its pinned lineage map
-// (eBPF tracker: a member that double-forked away from the holder, by pid
-// and start time). Nothing a process says of itself (GPU_HOLD_ID in its
-// environment) counts.
+// says, as the tracker's view of a held lineage reads it (tracker.OpenHeld:
+// the holder's descendants, the hold's cgroup, its pinned lineage map).
+// Nothing a process says of itself (GPU_HOLD_ID in its environment) counts.
 package guard
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 
-	"github.com/gpu-hold/gpu-hold/bpf"
-	"github.com/gpu-hold/gpu-hold/internal/cgroup"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/queue"
+	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 // lineage is a resource's current token holder, as far as it is verified.
 type lineage struct {
-	queue  string             // the queue whose token it holds
-	holder proc.Ident         // zero: nobody holds the token
-	holdID string             // the holder's hold id (its pin and cgroup are named by it)
-	cgroup string             // the hold's cgroup, relative to the cgroup2 mount ("": none)
-	pinned *bpf.PinnedLineage // the hold's pinned lineage map (nil: none)
+	queue  string           // the queue whose token it holds
+	holder proc.Ident       // zero: nobody holds the token
+	holdID string           // the holder's hold id (its pin and cgroup are named by it)
+	held   *tracker.Lineage // the holder's lineage (nil: nobody holds the token)
 }
 
 // lineageSet is the lineages of a resource's holders: one for a single
@@ -55,15 +45,20 @@ func (s lineageSet) close() {
 	}
 }
 
-// close releases the pinned map (nil-safe).
+// close releases the view of the lineage (nil-safe).
 func (l *lineage) close() {
-	if l != nil {
-		l.pinned.Close()
+	if l != nil && l.held != nil {
+		l.held.Close()
 	}
 }
 
-// maxDepth bounds the walk from a process up to init.
-const maxDepth = 4096
+// cgroup is the hold's cgroup, relative to the cgroup2 mount ("": none).
+func (l *lineage) cgroup() string {
+	if l.held == nil {
+		return ""
+	}
+	return l.held.Cgroup()
+}
 
 // lineageOf reads resource's token holder now. A queue that cannot be
 // read has no holder: its devices' holders are all intruders, which is
@@ -86,13 +81,7 @@ func (g *Guard) lineageOf(resource string) *lineage {
 	if g.o.Host != "" && st.Holder.Host != g.o.Host || !proc.Alive(st.Holder.Holder) {
 		return &lineage{} // held on another host (its pid means nothing here), or gone
 	}
-	l := &lineage{holder: st.Holder.Holder, holdID: st.Holder.HoldID, cgroup: holdCgroup(st.Holder.Holder, st.Holder.HoldID)}
-	if validHoldID(l.holdID) {
-		if _, err := os.Stat(bpf.PinDir(l.holdID)); err == nil {
-			l.pinned, _ = bpf.OpenPinnedLineage(l.holdID) // nil when it cannot be read
-		}
-	}
-	return l
+	return &lineage{holder: st.Holder.Holder, holdID: st.Holder.HoldID, held: tracker.OpenHeld(st.Holder.Holder, st.Holder.HoldID)}
 }
 
 // queue opens (once) resource's queue, read-only.
@@ -116,89 +105,9 @@ func (g *Guard) queue(resource string) (queue.Queue, error) {
 
 // has reports whether id is the holder or in its lineage.
 func (l *lineage) has(id proc.Ident) bool {
-	if l.holder.PID == 0 {
+	if l.holder.PID == 0 || l.held == nil {
 		return false
 	}
-	return id == l.holder || l.descends(id) || l.inCgroup(id) || l.pinned.Has(id)
-}
-
-// descends reports whether id's chain of parents reaches the holder. The
-// holder is alive, so its pid names it; each step is read from the kernel
-// and id's own start time is checked first.
-func (l *lineage) descends(id proc.Ident) bool {
-	st, err := proc.ReadStat(id.PID)
-	if err != nil || st.Start != id.Start {
-		return false
-	}
-	for range maxDepth {
-		if st.PPID <= 1 {
-			return false
-		}
-		if st, err = proc.ReadStat(st.PPID); err != nil {
-			return false
-		}
-		if st.Ident == l.holder {
-			return true
-		}
-	}
-	return false
-}
-
-// inCgroup reports whether id is in the hold's cgroup (or below it).
-func (l *lineage) inCgroup(id proc.Ident) bool {
-	if l.cgroup == "" {
-		return false
-	}
-	cg, ok := cgroupOf(id)
-	return ok && (cg == l.cgroup || strings.HasPrefix(cg, l.cgroup+"/"))
-}
-
-// cgroupOf reads id's cgroup v2 path, checking afterwards that the pid
-// still is id.
-func cgroupOf(id proc.Ident) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(id.PID) + "/cgroup")
-	if err != nil || !proc.Alive(id) {
-		return "", false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return p, true
-		}
-	}
-	return "", false
-}
-
-// holdCgroup is the cgroup a hold of holdID by holder made, when it
-// exists and is root's; "" otherwise.
-func holdCgroup(holder proc.Ident, holdID string) string {
-	if !validHoldID(holdID) {
-		return ""
-	}
-	own, ok := cgroupOf(holder)
-	mnt := cgroup.Mount()
-	if !ok || mnt == "" {
-		return ""
-	}
-	rel := filepath.Join(own, "gpu-hold-"+holdID)
-	fi, err := os.Lstat(filepath.Join(mnt, rel))
-	if err != nil || !fi.IsDir() {
-		return ""
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 {
-		return ""
-	}
-	return rel
-}
-
-// validHoldID accepts what hold ids are made of (no '/', no "..").
-func validHoldID(id string) bool {
-	if id == "" || len(id) > 128 || strings.Contains(id, "..") {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
+	ok, err := l.held.Has(id)
+	return err == nil && ok
 }

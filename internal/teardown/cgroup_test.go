@@ -31,7 +31,7 @@ type movingTracker struct {
 	moved bool
 }
 
-func (m *movingTracker) KernelListed() bool { return true }
+func (m *movingTracker) Snapshot() (*proc.Snapshot, bool) { return proc.SnapshotOf(nil), true }
 
 func (m *movingTracker) LiveIn(*proc.Snapshot) []proc.Stat {
 	if !m.moved {

@@ -45,7 +45,7 @@ const emptyWait = 2 * time.Second
 
 // Teardown ends one lineage: the hold fills it in and calls Run once.
 type Teardown struct {
-	Tracker      tracker.Tracker
+	Tracker      Lineage
 	PGID         int            // the payload's process group (0: none)
 	Root         proc.Ident     // the payload's own process, the group's leader
 	Cgroup       *cgroup.Cgroup // the payload's cgroup (nil: none)
@@ -157,7 +157,7 @@ func (td *Teardown) snapshot() (*proc.Snapshot, error) {
 		}
 		group = append(pids, td.PGID)
 	}
-	s, ok := tracker.LineageSnapshot(td.Tracker)
+	s, ok := td.Tracker.Snapshot()
 	if !ok {
 		return td.walk()
 	}
@@ -215,12 +215,16 @@ func (td *Teardown) killGroup() bool {
 }
 
 // account is the tracker's kernel-side account of its live members (see
-// tracker.Accounted); not known for a tracker that keeps none.
+// tracker.Lineage.Account); not known for a tracker that keeps none.
 func (td *Teardown) account() (some, known bool) {
-	if a, ok := td.Tracker.(tracker.Accounted); ok {
-		return a.Account()
+	if td.Tracker == nil {
+		return false, false
 	}
-	return false, false
+	some, known, err := td.Tracker.Account()
+	if err != nil {
+		return false, false
+	}
+	return some, known
 }
 
 // noneAlive reports whether the tracker can vouch, without a walk, that no

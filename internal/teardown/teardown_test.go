@@ -21,6 +21,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/internal/testenv"
+	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 // fakeTracker's lineage is every live process that carries its marker.
@@ -35,6 +36,10 @@ func (f *fakeTracker) Changed() <-chan struct{}  { return nil }
 func (f *fakeTracker) Seal() error               { return nil }
 func (f *fakeTracker) Counters() record.Counters { return record.Counters{} }
 func (f *fakeTracker) Close() error              { return nil }
+
+// A fake keeps no account and finds its members by a walk.
+func (f *fakeTracker) Account() (bool, bool, error)     { return false, false, tracker.ErrNotSupported }
+func (f *fakeTracker) Snapshot() (*proc.Snapshot, bool) { return nil, false }
 func (f *fakeTracker) Live() ([]proc.Stat, error) {
 	s, err := proc.TakeSnapshot()
 	return f.LiveIn(s), err
