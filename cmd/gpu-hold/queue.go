@@ -54,7 +54,10 @@ waiting tickets in order. Columns:
 
 A process that holds the token's lock, or the resource directory's, where no gpu-hold holder
 explains it (no ticket, or a granted ticket whose process is not a gpu-hold) is named below the
-table by pid, user, command and start time: every hold waits for it.
+table by pid, user, command and start time: every hold waits for it. A holder whose payload
+ended but that keeps the token (--device-holders=wait|fail) while a process outside its
+lineage holds the device says so below the table: the node, and that process's pid, user
+and command (--json: the holder's "keeping").
 
 -o picks and orders the columns by name (-o ticket,user,left). -r of a pool resource lists
 its devices, each with its holder, then the pool's tickets. A ticket number, hold id,
@@ -273,6 +276,10 @@ func printQueue(out io.Writer, views []resourceView, cols []column, noHeader boo
 	for _, v := range views {
 		if len(v.Dead) > 0 {
 			fmt.Fprintf(out, "%s: dead: the holder died without releasing; the next hold ends what it left running first (or run gpu-hold reap -r %s)\n", v.Resource, v.Resource)
+		}
+		if h := v.Holding; h != nil && h.Keeping != nil {
+			fmt.Fprintf(out, "%s: ticket %d's payload ended, but %s (since %s): the token goes on once they let go, or when the hold is cancelled (gpu-hold cancel -r %s %d)\n",
+				v.Resource, h.Ticket, h.Keeping.Line(), h.Keeping.Since.Format(time.TimeOnly), v.Resource, h.Ticket)
 		}
 		for _, l := range v.Lockers {
 			fmt.Fprintf(out, "%s: %s\n", v.Resource, l.line())
