@@ -222,7 +222,7 @@ func (l *waitLoop) place(snap *snapshot) (ahead []entry, holder *Ticket) {
 	if h != nil {
 		t := h.Ticket
 		holder = &t
-		if l.progress != nil || len(ahead) == 0 {
+		if l.progress != nil || len(ahead) == 0 || l.ctx.Err() != nil {
 			// What it is shown to, or what a timeout names.
 			t.Keeping = l.w.q.keepingOf(h)
 		}
