@@ -37,20 +37,11 @@ func (s lockSet) String() string {
 }
 
 // lockHolders returns the processes that hold the token's flock or the
-// directory's, with which; nil when /proc/locks cannot be read.
+// directory's, with which; nil when /proc/locks cannot be read. The pid
+// is the lock's taker, as /proc/locks names it (lock_owner.go says who
+// holds it now).
 func (q *dirQueue) lockHolders() map[int]lockSet {
-	type file struct {
-		key  lockKey
-		lock lockSet
-	}
-	var files []file
-	var st unix.Stat_t
-	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-		files = append(files, file{keyOf(st.Dev, st.Ino), lockToken})
-	}
-	if unix.Fstat(q.fd, &st) == nil {
-		files = append(files, file{keyOf(st.Dev, st.Ino), lockDir})
-	}
+	files := q.lockFiles()
 	pids := map[int]lockSet{}
 	if !eachLock(func(key lockKey, pid int) bool {
 		for _, f := range files {
@@ -63,6 +54,19 @@ func (q *dirQueue) lockHolders() map[int]lockSet {
 		return nil // unknown, not "nobody"
 	}
 	return pids
+}
+
+// lockFiles are the token's and the directory's files, as locks know them.
+func (q *dirQueue) lockFiles() []lockFile {
+	var files []lockFile
+	var st unix.Stat_t
+	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		files = append(files, lockFile{keyOf(st.Dev, st.Ino), st.Dev, st.Ino, lockToken})
+	}
+	if unix.Fstat(q.fd, &st) == nil {
+		files = append(files, lockFile{keyOf(st.Dev, st.Ino), st.Dev, st.Ino, lockDir})
+	}
+	return files
 }
 
 // lockKey names a file as /proc/locks does: major:minor:inode.

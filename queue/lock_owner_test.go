@@ -1,0 +1,139 @@
+// lock_owner_test.go owns the tests of naming who holds a queue lock when
+// /proc/locks names a process that does not: the shell idiom
+// `exec 9<token; flock 9`, whose flock(1) took the lock and exited, and a
+// taker whose pid names an unrelated process now.
+package queue
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-hold/gpu-hold/proc"
+)
+
+// shellLock starts bash as uid (0: as the test) that opens path as fd 9
+// and locks it with flock(1), which exits; bash holds the lock on until
+// its stdin closes. It returns bash's identity and flock's pid.
+func shellLock(t *testing.T, path string, uid int) (proc.Ident, int) {
+	t.Helper()
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("needs flock(1) (util-linux) to take a lock in a child that exits")
+	}
+	c := exec.Command("bash", "-c", `exec 9<"$1"; flock -n 9 & f=$!; wait $f || exit 1; echo "$f"; exec cat >/dev/null`, "bash", path)
+	c.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK="+testMark)
+	if uid != 0 {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+		c.Dir = "/"
+	}
+	in, _ := c.StdinPipe()
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		t.Fatalf("the shell never took the lock of %s", path)
+	}
+	flockPID, _ := strconv.Atoi(strings.TrimSpace(sc.Text()))
+	waitComm(t, c.Process.Pid, "cat")
+	st, err := proc.ReadStat(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Ident, flockPID
+}
+
+// waitComm waits until pid's name is comm.
+func waitComm(t *testing.T, pid int, comm string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("pid %d run %s", pid, comm), func() bool {
+		st, err := proc.ReadStat(pid)
+		return err == nil && st.Comm == comm
+	})
+}
+
+// ESCAPES T6: /proc/locks names the process that took a lock, which need
+// not be the one that holds it. Status, run as root, names the holder
+// (uid 65534's shell, which holds it through its fd 9) and the exited
+// taker; so does the waiter it holds up.
+func TestLockerTakenByAnExitedProcess(t *testing.T) {
+	q, uid := lockerQueue(t)
+	if uid == 0 {
+		t.Skip("naming another process's lock needs root (this reader reads only its own processes' fds otherwise)")
+	}
+	tl, err := q.openToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.close()
+	id, taker := shellLock(t, filepath.Join(q.path, tokenName), uid)
+	if q.lockHolders()[taker] == 0 {
+		t.Fatalf("/proc/locks does not name flock %d as the token's taker: %v", taker, q.lockHolders())
+	}
+	st, err := q.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Lockers) != 1 || st.Lockers[0].Process != id || st.Lockers[0].TakenBy != taker || st.Lockers[0].UID != uid || st.Lockers[0].Comm != "cat" {
+		t.Fatalf("Status lockers %+v, want the shell %v of uid %d, holding the token through the fd flock %d took it on", st.Lockers, id, uid, taker)
+	}
+	if d := st.Lockers[0].Describe(); !strings.Contains(d, fmt.Sprintf("taker, pid %d, left it", taker)) {
+		t.Errorf("Describe() = %q", d)
+	}
+	w, err := q.Enqueue(Ticket{Label: "waiter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 60*time.Second)
+	seen := make(chan *Locker, 64)
+	go w.Wait(ctx, func(p Position) { seen <- p.Locker })
+	requireLockerShown(t, seen, id, "token")
+	w.Cancel()
+}
+
+// A taker whose pid names an unrelated process now (the table, as a test
+// seam, names a live process of the test's that never had the token) is
+// not named as the locker: the process that holds the lock is.
+func TestLockerTakerPidReused(t *testing.T) {
+	q, uid := lockerQueue(t)
+	tl, err := q.openToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.close()
+	id, _ := shellLock(t, filepath.Join(q.path, tokenName), uid)
+	other := exec.Command("sleep", "300")
+	other.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK="+testMark)
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(q.path, tokenName), &st); err != nil {
+		t.Fatal(err)
+	}
+	table := filepath.Join(t.TempDir(), "locks")
+	line := fmt.Sprintf("1: FLOCK  ADVISORY  WRITE %d %s 0 EOF\n", other.Process.Pid, keyOf(st.Dev, st.Ino))
+	if err := os.WriteFile(table, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	saved := lockTable
+	lockTable = table
+	defer func() { lockTable = saved }()
+	s, err := q.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Lockers) != 1 || s.Lockers[0].Process != id || s.Lockers[0].TakenBy != other.Process.Pid {
+		t.Fatalf("Status lockers %+v, want the shell %v that holds the token, not sleep %d whose pid the table names", s.Lockers, id, other.Process.Pid)
+	}
+}
