@@ -137,3 +137,54 @@ func TestLockerTakerPidReused(t *testing.T) {
 		t.Fatalf("Status lockers %+v, want the shell %v that holds the token, not sleep %d whose pid the table names", s.Lockers, id, other.Process.Pid)
 	}
 }
+
+// ESCAPES T6: a process of uid 65534 that holds the ticket counter's lock
+// for ever keeps every hold from queueing. An enqueue gives up within its
+// bound and names it (pid, user, command), and Status lists it.
+func TestCounterLockerIsNamed(t *testing.T) {
+	q, uid := lockerQueue(t)
+	w, err := q.Enqueue(Ticket{Label: "first"}) // the counter exists, as after any hold
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Cancel()
+	id, release := lockWith(t, q, filepath.Join(q.path, seqName), uid)
+	defer release()
+	saved := counterWait
+	counterWait = 200 * time.Millisecond
+	defer func() { counterWait = saved }()
+	_, err = q.Enqueue(Ticket{Label: "second"})
+	want := fmt.Sprintf("ticket counter %s/seq has been locked for 200ms by pid %d (%s: flock -o", q.path, id.PID, UserName(max(uid, os.Geteuid())))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("an enqueue behind a held counter: %v, want an error that says %q", err, want)
+	}
+	st, err := q.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Lockers) != 1 || st.Lockers[0].Process != id || st.Lockers[0].Lock != "ticket counter" {
+		t.Errorf("Status lockers %+v, want flock %v holding the ticket counter", st.Lockers, id)
+	}
+}
+
+// A granted ticket its user wrote, naming a process of its own that holds
+// only the ticket counter's lock, is no holder: the counter's lock is no
+// sign of the token.
+func TestCounterLockMakesNoHolder(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	w, err := q.Enqueue(Ticket{Label: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Cancel()
+	id, release := lockWith(t, q, filepath.Join(q.path, seqName), 0)
+	defer release()
+	plantLocked(t, q, Ticket{Seq: 5, Resource: "gpu", UID: os.Geteuid(), Holder: id, PidNS: ownPidNS(), Label: "forged", Created: time.Now(), Granted: time.Now()}, os.Geteuid())
+	st, err := q.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Holder != nil {
+		t.Errorf("holder %+v: a process holding only the counter's lock was taken for the token's holder", st.Holder)
+	}
+}

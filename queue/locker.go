@@ -29,7 +29,7 @@ const gpuHoldComm = "gpu-hold"
 // gpu-hold holder explains it: it has no ticket, a waiting one, or a
 // granted ticket whose process is not a gpu-hold.
 type Locker struct {
-	Lock string `json:"lock"` // "token", "directory" or "token and directory"
+	Lock string `json:"lock"` // "token", "directory", "ticket counter", or two or three joined by "and"
 	// Process is the lock's taker as /proc/locks names it. Gone: its
 	// /proc cannot be read (it exited, and a process that inherited its
 	// open file holds the lock now, or this reader's /proc hides it);
@@ -181,8 +181,8 @@ func (s *snapshot) lockers(q *dirQueue, holder *entry) []Locker {
 	var out []Locker
 	for _, pid := range sortedPids(pids) {
 		l := describeTaken(pid, pids[pid], takenBy[pid], s)
-		if holder != nil && l.Process == holder.Holder && l.GPUHold() {
-			continue
+		if holder != nil && l.Process == holder.Holder && l.GPUHold() || l.Lock == lockSeq.String() && l.GPUHold() {
+			continue // the holder, or a hold taking a ticket
 		}
 		out = append(out, l)
 	}

@@ -338,7 +338,7 @@ func (s *snapshot) holder(q *dirQueue) *entry {
 	}
 	pids := s.lockHolders(q)
 	for _, e := range hs {
-		if pids[e.Holder.PID] != 0 {
+		if pids[e.Holder.PID]&holderLocks != 0 {
 			return e
 		}
 	}
@@ -392,7 +392,7 @@ func (s *snapshot) unheld(q *dirQueue, me uint64) []entry {
 			continue // gone or dying: dead() or dying() has it
 		}
 		// Without /proc/locks nothing is known to hold nothing.
-		if pids := s.lockHolders(q); pids != nil && pids[e.Holder.PID] == 0 {
+		if pids := s.lockHolders(q); pids != nil && pids[e.Holder.PID]&holderLocks == 0 {
 			e.Unheld = true
 			out = append(out, e)
 		}
