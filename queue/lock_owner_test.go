@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpu-hold/gpu-hold/proc"
 )
 
@@ -186,5 +188,30 @@ func TestCounterLockMakesNoHolder(t *testing.T) {
 	}
 	if st.Holder != nil {
 		t.Errorf("holder %+v: a process holding only the counter's lock was taken for the token's holder", st.Holder)
+	}
+}
+
+// An fcntl lock (OFD or POSIX) on the token or the directory does not
+// hold the queue up: on a local filesystem it and flock(2) do not
+// conflict, so the queue neither waits for one nor has to name it.
+func TestFcntlLockHoldsNothingUp(t *testing.T) {
+	q := openQ(t, t.TempDir(), "gpu")
+	tl, err := q.openToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.close()
+	f, err := os.OpenFile(filepath.Join(q.path, tokenName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatalf("F_OFD_SETLK: %v", err)
+	}
+	take(t, q, "past an OFD lock").Release()
+	if st, _ := q.Status(); len(st.Lockers) != 0 {
+		t.Errorf("lockers %+v: an fcntl lock was named", st.Lockers)
 	}
 }
