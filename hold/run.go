@@ -100,6 +100,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	granted := h.granted
 	stopLive := h.liveMetrics()
 	h.contended = h.contendedOf(grant)
+	h.grant = grant
 	tr, err := h.atGrant(lt, grant)
 	if err != nil {
 		h.writeMetrics(granted, time.Now())
@@ -196,6 +197,7 @@ type holdRun struct {
 	memSource     memfloor.Source // nil: /proc/meminfo
 	granted       time.Time       // when the token was taken (zero: never)
 	leased        queue.Fenced    // the grant, when its token can be lost (etcd)
+	grant         queue.Grant     // the token, held (nil: not yet)
 	// cg is the payload's cgroup, if any; ahead makes it (cgroup_ahead.go).
 	cg    *cgroup.Cgroup
 	ahead *cgroupAhead

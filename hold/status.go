@@ -1,6 +1,7 @@
 // status.go owns the live one-line queue status shown on a terminal while a
 // ticket waits: position, holder's label and how long it has held, and a
-// process that holds the queue's locks with no ticket that explains it.
+// process that holds the queue's locks with no ticket that explains it,
+// and what a holder keeps the token for after its payload ended.
 package hold
 
 import (
@@ -61,6 +62,10 @@ func (s *statusLine) draw() {
 			label = "(no label)"
 		}
 		line += fmt.Sprintf(", held by %s (pid %d) for %s", label, hd.Holder.PID, time.Since(hd.Granted).Round(time.Second))
+		if k := hd.Keeping; k != nil {
+			// Its payload ended; a process outside its lineage holds the device.
+			line += "; " + k.Line()
+		}
 	}
 	if s.last.Waiting != "" {
 		line += "; " + s.last.Waiting

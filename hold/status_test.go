@@ -38,3 +38,17 @@ func TestStatusLineNamesLocker(t *testing.T) {
 		t.Errorf("waiting line %q, want the locker named", out)
 	}
 }
+
+// A holder that keeps the token after its payload ended is shown on the
+// waiting line with what it keeps it for: the node, and the pid, user
+// and command of the process outside its lineage that holds it, escaped.
+func TestStatusLineNamesKeeping(t *testing.T) {
+	var b bytes.Buffer
+	s := &statusLine{w: &b, stop: make(chan struct{})}
+	k := &queue.Keeping{Since: time.Now(), Holders: []queue.KeptNode{{Node: "/dev/nvidia0", PID: 4242, UID: 1000, User: "bob", Command: "python\x1b[2J train.py"}}}
+	s.update(queue.Position{Holder: &queue.Ticket{Label: "job", Granted: time.Now(), Keeping: k}})
+	out := strings.TrimPrefix(b.String(), "\r\x1b[K")
+	if strings.ContainsAny(out, "\x1b") || !strings.Contains(out, "; the holder keeps the token while /dev/nvidia0 is held by pid 4242 (bob: python\\x1b[2J train.py)") {
+		t.Errorf("waiting line %q, want what the holder keeps the token for", out)
+	}
+}

@@ -5,7 +5,8 @@
 // (with its reason, for queue, doctor and metrics to show) is to replace:
 // checkDevices hands it the check and the baseline, and it leaves the
 // result and the record as the check set them, but for how the keeping
-// ended.
+// ended. The queue is told what the token is kept for, for gpu-hold queue
+// and the waiters to show.
 package hold
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/gpu-hold/gpu-hold/internal/device"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
+	"github.com/gpu-hold/gpu-hold/queue"
 )
 
 // withhold keeps the token until no holder outside baseline is left
@@ -36,10 +38,13 @@ func (h *holdRun) withhold(ctx context.Context, c device.Check, baseline device.
 	log.Error().Str("policy", string(c.Policy)).Interface("holders", c.Holders).
 		Msg(keepingLine(c.Holders) + "; handed on once they let go (TERM, INT, HUP or gpu-hold cancel hands it on now)")
 	t0 := time.Now()
+	h.noteKeeping(t0, c.Holders)
 	left, err := device.WaitFree(ctx, c.Patterns, baseline, c.Holders, func(now []device.Holder) {
 		log.Error().Interface("holders", now).Msg("the device changed hands: " + keepingLine(now))
+		h.noteKeeping(t0, now)
 	})
 	kept := time.Since(t0)
+	h.noteKeeping(t0, nil)
 	if len(left) == 0 {
 		log.Info().Dur("kept_ms", kept).Msg("the device holders let go; handing the token on")
 		h.recordHolders(c.Holders, nil, kept, "")
@@ -49,6 +54,26 @@ func (h *holdRun) withhold(ctx context.Context, c device.Check, baseline device.
 	log.Error().Dur("kept_ms", kept).Interface("holders", left).
 		Msg("handing the token on while the device is still held (" + why + "): the next hold's payload starts beside them")
 	h.recordHolders(c.Holders, left, kept, why)
+}
+
+// noteKeeping tells the queue what the token is kept for since t0 (hs
+// nil: no longer kept), where its backend can show it (gpu-hold queue,
+// the waiters' status line).
+func (h *holdRun) noteKeeping(t0 time.Time, hs []device.Holder) {
+	n, ok := h.grant.(queue.KeepingNoter)
+	if !ok {
+		return
+	}
+	var k *queue.Keeping
+	if len(hs) > 0 {
+		k = &queue.Keeping{Since: t0}
+		for _, dh := range hs {
+			k.Holders = append(k.Holders, queue.KeptNode{Node: dh.Node, PID: dh.PID, UID: dh.UID, User: dh.User, Command: dh.Command})
+		}
+	}
+	if err := n.NoteKeeping(k); err != nil {
+		h.o.Log.Warn().Err(err).Msg("gpu-hold queue and the waiters do not see why the token is kept")
+	}
 }
 
 // keepingLine says what the token is kept for: each node and its holder.

@@ -26,6 +26,7 @@ type grant struct {
 	// detached: a ReapDead grant, which holds no token and no ticket.
 	detached bool
 	yield    *contention // a yielding holder's watch (yield.go)
+	kept     [2]uint64   // dev, ino of our keeping note (keeping.go); 0: none
 }
 
 func (g *grant) Ticket() Ticket { return g.e.Ticket }
@@ -130,6 +131,7 @@ func (g *grant) Release() error {
 		return nil
 	}
 	g.yield.end()
+	g.q.noteKeeping(&g.e, nil, &g.kept)
 	err := g.q.removeIfSame(g.e.name, g.e.dev, g.e.ino)
 	g.tok.close()
 	unix.Close(g.fd)
@@ -241,6 +243,21 @@ func (q *dirQueue) cleanup(s *snapshot) {
 		}
 	}
 	q.removeStaleTemps(s.temps)
+	q.removeStaleNotes(s.notes, names)
+}
+
+// removeStaleNotes removes, where this user may, the keeping notes whose
+// ticket is gone (a holder killed while it kept its token).
+func (q *dirQueue) removeStaleNotes(seqs []uint64, tickets map[string]bool) {
+	for _, seq := range seqs {
+		var st unix.Stat_t
+		if tickets[ticketName(seq)] || unix.Fstatat(q.fd, ticketName(seq), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			continue
+		}
+		if unix.Fstatat(q.fd, keepName(seq), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			q.removeIfSame(keepName(seq), st.Dev, st.Ino)
+		}
+	}
 }
 
 // staleTemp is how old a file being published must be before cleanup

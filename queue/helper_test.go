@@ -57,6 +57,8 @@ func helperMain(mode string) int {
 		return snipeHelper(say, filepath.Join(os.Getenv("QH_DIR"), os.Getenv("QH_RES")))
 	case "hidepid":
 		return hidepidHelper(say)
+	case "keep":
+		return keepHelper(say, q, label)
 	}
 	switch mode {
 	case "cancel":

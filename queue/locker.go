@@ -5,6 +5,8 @@
 // the waiter it holds up says so, with what can be known: the process
 // /proc/locks names as the lock's taker (pid and start time), its uid, its
 // command, and when it started (a lock does not say when it was taken).
+// Where the taker no longer holds the lock, the processes whose open file
+// holds it are named instead (lock_owner.go).
 package queue
 
 import (
@@ -27,17 +29,22 @@ const gpuHoldComm = "gpu-hold"
 // gpu-hold holder explains it: it has no ticket, a waiting one, or a
 // granted ticket whose process is not a gpu-hold.
 type Locker struct {
-	Lock string `json:"lock"` // "token", "directory" or "token and directory"
+	Lock string `json:"lock"` // "token", "directory", "ticket counter", or two or three joined by "and"
 	// Process is the lock's taker as /proc/locks names it. Gone: its
 	// /proc cannot be read (it exited, and a process that inherited its
 	// open file holds the lock now, or this reader's /proc hides it);
 	// Start is then 0 and the fields below are empty.
 	Process proc.Ident `json:"process"`
 	Gone    bool       `json:"gone,omitempty"`
-	UID     int        `json:"uid"` // its effective uid; -1: unknown
-	Comm    string     `json:"comm,omitempty"`
-	Cmd     []string   `json:"cmd,omitempty"`    // its argv as /proc shows it: its own text
-	Started time.Time  `json:"started,omitzero"` // when the process started
+	// TakenBy is the pid /proc/locks names as the lock's taker when that
+	// process does not hold it, and Process does, through an open file
+	// of the taker's (inherited, or passed): the taker exited, or its pid
+	// names another process now. 0: Process took it.
+	TakenBy int       `json:"taken_by,omitempty"`
+	UID     int       `json:"uid"` // its effective uid; -1: unknown
+	Comm    string    `json:"comm,omitempty"`
+	Cmd     []string  `json:"cmd,omitempty"`    // its argv as /proc shows it: its own text
+	Started time.Time `json:"started,omitzero"` // when the process started
 	// Ticket is a live ticket that names the process (0: none); Granted,
 	// that the ticket says it holds the token.
 	Ticket  uint64 `json:"ticket,omitempty"`
@@ -72,6 +79,18 @@ func describeLocker(pid int, locks lockSet, s *snapshot) Locker {
 	return l
 }
 
+// describeTaken is describeLocker of a holder that holds locks for the
+// taker takenBy (0: itself; unseenTaker: pid is the taker, and does not
+// hold them).
+func describeTaken(pid int, locks lockSet, takenBy int, s *snapshot) Locker {
+	if takenBy == unseenTaker {
+		return Locker{Lock: locks.String(), Process: proc.Ident{PID: pid}, UID: -1, Gone: true}
+	}
+	l := describeLocker(pid, locks, s)
+	l.TakenBy = takenBy
+	return l
+}
+
 // GPUHold reports whether the process is named as a gpu-hold is.
 func (l Locker) GPUHold() bool { return strings.HasPrefix(l.Comm, gpuHoldComm) }
 
@@ -97,9 +116,13 @@ func (l Locker) Command() string {
 // 10:02:03)".
 func (l Locker) Describe() string {
 	if l.Gone {
-		return fmt.Sprintf("pid %d (as /proc/locks names the lock's taker; its /proc cannot be read: it exited, and a process that inherited its open file holds the lock, or this reader's /proc hides it)", l.Process.PID)
+		return fmt.Sprintf("pid %d (as /proc/locks names the lock's taker; it holds the lock through no fd this reader can see: it exited, or its pid names another process now, and a process that inherited or was passed its open file holds the lock)", l.Process.PID)
 	}
-	return fmt.Sprintf("pid %d (%s: %s; running since %s)", l.Process.PID, UserName(l.UID), l.Command(), stamp(l.Started))
+	s := fmt.Sprintf("pid %d (%s: %s; running since %s)", l.Process.PID, UserName(l.UID), l.Command(), stamp(l.Started))
+	if l.TakenBy != 0 {
+		s += fmt.Sprintf(", through an open file the lock's taker, pid %d, left it (that process exited, or its pid names another process now)", l.TakenBy)
+	}
+	return s
 }
 
 // Why says what the process is to the queue, as a sentence.
@@ -121,7 +144,7 @@ func (l Locker) Why() string {
 func (l Locker) Remedy() string {
 	switch {
 	case l.Gone:
-		return "find the process that has the queue's token or directory open (fuser, lsof) and ask its owner or an admin to end it"
+		return "find the process that has the queue's token or directory open (fuser, lsof; as root, gpu-hold queue names it) and ask its owner or an admin to end it"
 	case l.GPUHold() && !l.Granted:
 		return fmt.Sprintf("it lets go when that hold ends; its owner (%s) or an admin can end pid %d sooner", UserName(l.UID), l.Process.PID)
 	}
@@ -141,6 +164,9 @@ func (l Locker) Summary() string {
 	if !l.Gone {
 		s += fmt.Sprintf(" (%s: %s)", UserName(l.UID), l.Command())
 	}
+	if l.TakenBy != 0 {
+		s += fmt.Sprintf(" through pid %d's open file", l.TakenBy)
+	}
 	s += " " + what
 	if !l.Seen.IsZero() {
 		s += ", seen since " + stamp(l.Seen)
@@ -151,12 +177,12 @@ func (l Locker) Summary() string {
 // lockers lists the processes that hold the queue's own locks but the
 // holder's gpu-hold, by pid; nil when /proc/locks cannot be read.
 func (s *snapshot) lockers(q *dirQueue, holder *entry) []Locker {
-	pids := s.lockHolders(q)
+	pids, takenBy := q.lockOwners(s.lockHolders(q))
 	var out []Locker
 	for _, pid := range sortedPids(pids) {
-		l := describeLocker(pid, pids[pid], s)
-		if holder != nil && l.Process == holder.Holder && l.GPUHold() {
-			continue
+		l := describeTaken(pid, pids[pid], takenBy[pid], s)
+		if holder != nil && l.Process == holder.Holder && l.GPUHold() || l.Lock == lockSeq.String() && l.GPUHold() {
+			continue // the holder, or a hold taking a ticket
 		}
 		out = append(out, l)
 	}
@@ -166,10 +192,10 @@ func (s *snapshot) lockers(q *dirQueue, holder *entry) []Locker {
 // lockerOf names the process that holds the lock in want (the first, by
 // pid, where several do); nil when none can be named.
 func (q *dirQueue) lockerOf(want lockSet, s *snapshot) *Locker {
-	pids := q.lockHolders()
+	pids, takenBy := q.lockOwners(q.lockHolders())
 	for _, pid := range sortedPids(pids) {
 		if pids[pid]&want != 0 {
-			l := describeLocker(pid, pids[pid], s)
+			l := describeTaken(pid, pids[pid], takenBy[pid], s)
 			return &l
 		}
 	}

@@ -57,7 +57,7 @@ func lockWith(t *testing.T, q *testQueue, path string, uid int) (proc.Ident, fun
 		c.Process.Kill()
 		<-done
 	})
-	for deadline := time.Now().Add(20 * time.Second); q.lockHolders()[c.Process.Pid] == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !lockedNow(t, path); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("flock never took %s", path)
 		}
@@ -67,6 +67,17 @@ func lockWith(t *testing.T, q *testQueue, path string, uid int) (proc.Ident, fun
 		t.Fatal(err)
 	}
 	return st.Ident, release
+}
+
+// lockedNow reports whether another process holds path's flock.
+func lockedNow(t *testing.T, path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	locked, err := lockedByOther(int(f.Fd()))
+	return locked && err == nil
 }
 
 // waitFor waits, bounded, until fn is true.

@@ -1,6 +1,6 @@
 // locks.go owns reading the kernel's table of locks (/proc/locks) for the
-// queue's own files: which processes hold the token's flock and the
-// resource directory's, and which one holds a given file's. A read of the
+// queue's own files: which processes hold the token's flock, the
+// resource directory's and the ticket counter's. A read of the
 // table after a quiet moment sleeps for an RCU grace period, so it is read
 // only when a caller must know who holds a lock.
 package queue
@@ -21,6 +21,11 @@ type lockSet uint8
 const (
 	lockToken lockSet = 1 << iota // the token file's flock
 	lockDir                       // the resource directory's (a holder's guard)
+	lockSeq                       // the ticket counter's, held by each enqueue for an instant
+
+	// holderLocks are the locks a holder holds: the counter's is no sign
+	// of one.
+	holderLocks = lockToken | lockDir
 )
 
 // String names the locks for messages.
@@ -32,25 +37,21 @@ func (s lockSet) String() string {
 		return "directory"
 	case lockToken | lockDir:
 		return "token and directory"
+	case lockSeq:
+		return "ticket counter"
+	}
+	if s&lockSeq != 0 {
+		return (s &^ lockSeq).String() + " and ticket counter"
 	}
 	return "none"
 }
 
-// lockHolders returns the processes that hold the token's flock or the
-// directory's, with which; nil when /proc/locks cannot be read.
+// lockHolders returns the processes that hold the token's flock, the
+// directory's or the counter's, with which; nil when /proc/locks cannot be read. The pid
+// is the lock's taker, as /proc/locks names it (lock_owner.go says who
+// holds it now).
 func (q *dirQueue) lockHolders() map[int]lockSet {
-	type file struct {
-		key  lockKey
-		lock lockSet
-	}
-	var files []file
-	var st unix.Stat_t
-	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-		files = append(files, file{keyOf(st.Dev, st.Ino), lockToken})
-	}
-	if unix.Fstat(q.fd, &st) == nil {
-		files = append(files, file{keyOf(st.Dev, st.Ino), lockDir})
-	}
+	files := q.lockFiles()
 	pids := map[int]lockSet{}
 	if !eachLock(func(key lockKey, pid int) bool {
 		for _, f := range files {
@@ -65,23 +66,27 @@ func (q *dirQueue) lockHolders() map[int]lockSet {
 	return pids
 }
 
+// lockFiles are the token's and the directory's files, as locks know them.
+func (q *dirQueue) lockFiles() []lockFile {
+	var files []lockFile
+	var st unix.Stat_t
+	if unix.Fstatat(q.fd, tokenName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		files = append(files, lockFile{keyOf(st.Dev, st.Ino), st.Dev, st.Ino, lockToken})
+	}
+	if unix.Fstat(q.fd, &st) == nil {
+		files = append(files, lockFile{keyOf(st.Dev, st.Ino), st.Dev, st.Ino, lockDir})
+	}
+	if unix.Fstatat(q.fd, seqName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		files = append(files, lockFile{keyOf(st.Dev, st.Ino), st.Dev, st.Ino, lockSeq})
+	}
+	return files
+}
+
 // lockKey names a file as /proc/locks does: major:minor:inode.
 type lockKey string
 
 func keyOf(dev, ino uint64) lockKey {
 	return lockKey(fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino))
-}
-
-func lockPID(dev, ino uint64) int {
-	want, found := keyOf(dev, ino), 0
-	eachLock(func(key lockKey, pid int) bool {
-		if key == want {
-			found = pid
-			return false
-		}
-		return true
-	})
-	return found
 }
 
 // lockTable is the kernel's table of locks; tests replace it.

@@ -1,6 +1,7 @@
 // pool_status.go owns the snapshot of a pool for `gpu-hold queue`: each
 // device's flock-proven holder (and its dead, unreaped ones), the pool
-// tickets running and waiting, and what the head waits for.
+// tickets running and waiting, and what the head waits for; per device,
+// why its holder keeps it and who holds its locks with no ticket.
 package queue
 
 import "time"
@@ -23,6 +24,11 @@ type DeviceStatus struct {
 	Holder *Ticket   `json:"holder,omitempty"` // holds its token (flock-proven)
 	Until  time.Time `json:"until,omitempty"`  // bound on its release; zero: unknown
 	Dead   []Ticket  `json:"dead,omitempty"`
+	// Keeping: why its holder keeps its token after its payload ended
+	// (keeping.go); Lockers: processes that hold its token's or its
+	// directory's lock where no gpu-hold holder explains it (locker.go).
+	Keeping *Keeping `json:"keeping,omitempty"`
+	Lockers []Locker `json:"lockers,omitempty"`
 }
 
 // Status lists the pool. It changes nothing.
@@ -56,10 +62,14 @@ func (p *Pool) Status() (PoolStatus, error) {
 			t := v.holder.Ticket
 			ds.Holder = &t
 		}
+		if v.holder != nil {
+			ds.Keeping = p.devs[i].keepingOf(v.holder)
+		}
 		if s, err := p.devs[i].scan(); err == nil {
 			for _, e := range s.deadOrUnheld(p.devs[i]) {
 				ds.Dead = append(ds.Dead, e.Ticket)
 			}
+			ds.Lockers = s.lockers(p.devs[i], v.holder)
 		}
 		st.Devices = append(st.Devices, ds)
 	}

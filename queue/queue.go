@@ -50,6 +50,10 @@ type Ticket struct {
 	// a holder of another namespace can only be told alive by its lock.
 	// 0: the reader's (tickets of earlier versions).
 	PidNS uint64 `json:"pid_ns,omitempty"`
+	// Keeping is why a holder keeps the token after its payload ended,
+	// from the note its owner publishes (keeping.go); nil: none, or not
+	// read. It is never part of the ticket's file.
+	Keeping *Keeping `json:"-"`
 	// Unheld marks a dead holder handed on though the process its ticket
 	// names is alive: a granted ticket, kept locked, whose holder holds no
 	// lock of the queue (the token's, the directory's). A payload can make
@@ -189,6 +193,9 @@ func (e *WaitTimeout) Error() string {
 	s := "the wait allowance of " + Round(e.Waited).String() + " ran out"
 	if e.Holder != nil {
 		s += "; the token is held by " + e.Holder.Describe() + " for " + time.Since(e.Holder.Granted).Round(time.Second).String()
+		if k := e.Holder.Keeping; k != nil {
+			s += "; " + k.Line()
+		}
 	}
 	if e.Locker != nil {
 		s += "; " + e.Locker.Summary()

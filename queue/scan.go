@@ -95,6 +95,7 @@ type snapshot struct {
 	tickets []entry // valid tickets by seq
 	markers map[uint64][]markerFile
 	temps   []string        // names of files being published
+	notes   []uint64        // the seqs of the keeping notes (keeping.go)
 	skipped []string        // problem files, reported
 	locks   map[int]lockSet // the pids holding the queue's locks (lockHolders), read once
 	read    bool            // locks was read (nil: /proc/locks cannot be)
@@ -164,6 +165,10 @@ func (q *dirQueue) scanFor(me uint64) (*snapshot, error) {
 			} else {
 				s.skipped = append(s.skipped, name)
 			}
+			continue
+		}
+		if seq, rest, ok := parseSeq(name, keepPrefix); ok && rest == "" {
+			s.notes = append(s.notes, seq) // read only for a holder
 			continue
 		}
 		var st unix.Stat_t
@@ -333,7 +338,7 @@ func (s *snapshot) holder(q *dirQueue) *entry {
 	}
 	pids := s.lockHolders(q)
 	for _, e := range hs {
-		if pids[e.Holder.PID] != 0 {
+		if pids[e.Holder.PID]&holderLocks != 0 {
 			return e
 		}
 	}
@@ -387,7 +392,7 @@ func (s *snapshot) unheld(q *dirQueue, me uint64) []entry {
 			continue // gone or dying: dead() or dying() has it
 		}
 		// Without /proc/locks nothing is known to hold nothing.
-		if pids := s.lockHolders(q); pids != nil && pids[e.Holder.PID] == 0 {
+		if pids := s.lockHolders(q); pids != nil && pids[e.Holder.PID]&holderLocks == 0 {
 			e.Unheld = true
 			out = append(out, e)
 		}
@@ -431,6 +436,9 @@ func (q *dirQueue) Status() (Status, error) {
 	if h != nil {
 		t := h.Ticket
 		st.Holder = &t
+	}
+	if h != nil {
+		st.Holder.Keeping = q.keepingOf(h)
 	}
 	st.Lockers = s.lockers(q, h)
 	for _, e := range s.tickets {

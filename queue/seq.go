@@ -181,7 +181,7 @@ func (q *dirQueue) lockCounter() (fd int, writable bool, err error) {
 	}
 	// Held for microseconds by each enqueue; never wait for ever on a
 	// stuck holder of the counter.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(counterWait)
 	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -189,15 +189,18 @@ func (q *dirQueue) lockCounter() (fd int, writable bool, err error) {
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
 			unix.Close(fd)
-			who := ""
-			if pid := lockPID(st.Dev, st.Ino); pid > 0 {
-				who = fmt.Sprintf(" by pid %d", pid)
+			if lk := q.lockerOf(lockSeq, nil); lk != nil && errors.Is(err, unix.EWOULDBLOCK) {
+				return -1, false, fmt.Errorf("cannot take a ticket: the ticket counter %s/%s has been locked for %v by %s. %s; no hold can queue until it lets go: %s", q.path, seqName, counterWait, lk.Describe(), lk.Why(), lk.Remedy())
 			}
-			return -1, false, fmt.Errorf("cannot lock the ticket counter %s/%s (held%s for 10s, or %v): check that process, or ask an admin", q.path, seqName, who, err)
+			return -1, false, fmt.Errorf("cannot lock the ticket counter %s/%s (held for %v by a process /proc/locks does not name, or %v): ask an admin to find it (fuser %s/%s)", q.path, seqName, counterWait, err, q.path, seqName)
 		}
 		time.Sleep(wait)
 	}
 }
+
+// counterWait bounds an enqueue's wait for the counter's lock; a
+// variable for the tests.
+var counterWait = 10 * time.Second
 
 // readCounter reads the counter; garbage is reported once and read as 0,
 // not believed (the highest ticket present still keeps numbers increasing).

@@ -222,6 +222,10 @@ func (l *waitLoop) place(snap *snapshot) (ahead []entry, holder *Ticket) {
 	if h != nil {
 		t := h.Ticket
 		holder = &t
+		if l.progress != nil || len(ahead) == 0 || l.ctx.Err() != nil {
+			// What it is shown to, or what a timeout names.
+			t.Keeping = l.w.q.keepingOf(h)
+		}
 	}
 	return ahead, holder
 }
@@ -328,7 +332,15 @@ func changed(a, b Position) bool {
 	if a.Locker != nil && !a.Locker.same(b.Locker) {
 		return true
 	}
-	return a.Holder != nil && a.Holder.Seq != b.Holder.Seq
+	return a.Holder != nil && (a.Holder.Seq != b.Holder.Seq || keepLine(a.Holder) != keepLine(b.Holder))
+}
+
+// keepLine is what t's holder keeps the token for ("": nothing).
+func keepLine(t *Ticket) string {
+	if t.Keeping == nil {
+		return ""
+	}
+	return t.Keeping.Line()
 }
 
 // giveUp removes the ticket when ctx ended: a *WaitTimeout for a deadline.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -54,7 +55,11 @@ waiting tickets in order. Columns:
 
 A process that holds the token's lock, or the resource directory's, where no gpu-hold holder
 explains it (no ticket, or a granted ticket whose process is not a gpu-hold) is named below the
-table by pid, user, command and start time: every hold waits for it.
+table by pid, user, command and start time: every hold waits for it (one that holds the
+ticket counter, seq, keeps every hold from queueing). A holder whose payload
+ended but that keeps the token (--device-holders=wait|fail) while a process outside its
+lineage holds the device says so below the table: the node, and that process's pid, user
+and command (--json: the holder's "keeping").
 
 -o picks and orders the columns by name (-o ticket,user,left). -r of a pool resource lists
 its devices, each with its holder, then the pool's tickets. A ticket number, hold id,
@@ -274,6 +279,10 @@ func printQueue(out io.Writer, views []resourceView, cols []column, noHeader boo
 		if len(v.Dead) > 0 {
 			fmt.Fprintf(out, "%s: dead: the holder died without releasing; the next hold ends what it left running first (or run gpu-hold reap -r %s)\n", v.Resource, v.Resource)
 		}
+		if h := v.Holding; h != nil && h.Keeping != nil {
+			fmt.Fprintf(out, "%s: ticket %d's payload ended, but %s (since %s): the token goes on once they let go, or when the hold is cancelled (gpu-hold cancel -r %s %d)\n",
+				v.Resource, h.Ticket, h.Keeping.Line(), h.Keeping.Since.Format(time.TimeOnly), v.Resource, h.Ticket)
+		}
 		for _, l := range v.Lockers {
 			fmt.Fprintf(out, "%s: %s\n", v.Resource, l.line())
 		}
@@ -289,7 +298,7 @@ func printQueue(out io.Writer, views []resourceView, cols []column, noHeader boo
 func printIdle(out io.Writer, views []resourceView) {
 	var free, locked []string
 	for _, v := range views {
-		if len(v.Lockers) > 0 {
+		if slices.ContainsFunc(v.Lockers, func(l lockerView) bool { return l.Lock != counterLock }) {
 			locked = append(locked, v.Resource)
 		} else {
 			free = append(free, v.Resource)
@@ -332,11 +341,17 @@ func (l lockerView) line() string {
 		"directory":           "the queue's directory (which every gpu-hold holder locks with the token) is",
 		"token and directory": "the token and the queue's directory are",
 	}[l.Lock]
+	if l.Lock == counterLock {
+		return fmt.Sprintf("the ticket counter (seq) is locked by %s. %s. No hold can take a ticket (each gives up after 10 s) until it lets go: %s", l.Describe(), l.Why(), l.Remedy())
+	}
 	if what == "" {
 		what = "the token is"
 	}
 	return fmt.Sprintf("%s locked by %s. %s. Every hold waits until it lets go: %s", what, l.Describe(), l.Why(), l.Remedy())
 }
+
+// counterLock is a locker's Lock when it holds the ticket counter's alone.
+const counterLock = "ticket counter"
 
 func orDash(s string) string {
 	if s == "" {

@@ -1,6 +1,7 @@
 // queue_pool.go owns `gpu-hold queue` for a pool resource: each device
 // with the hold that has it (and until when it is bound to), then the pool
-// tickets running and waiting, and what the first in line waits for; with
+// tickets running and waiting, and what the first in line waits for, with
+// why a holder keeps a device and who locks one with no ticket; with
 // --json, queue.PoolStatus.
 package main
 
@@ -85,6 +86,7 @@ func printPool(out io.Writer, pool device.Pool, st queue.PoolStatus, now time.Ti
 		}
 	}
 	tw.Flush()
+	printDeviceNotes(out, pool, st)
 	if len(st.Running)+len(st.Waiters) == 0 {
 		fmt.Fprintln(out, "nobody waiting")
 		return
@@ -101,6 +103,24 @@ func printPool(out io.Writer, pool device.Pool, st queue.PoolStatus, now time.Ti
 	tw.Flush()
 	if st.HeadWaits != "" {
 		fmt.Fprintf(out, "ticket %d: %s\n", st.Waiters[0].Seq, st.HeadWaits)
+	}
+}
+
+// printDeviceNotes says, under the device table, why a device's holder
+// keeps its token after its payload ended, and who holds a device's locks
+// with no ticket.
+func printDeviceNotes(out io.Writer, pool device.Pool, st queue.PoolStatus) {
+	for i, d := range st.Devices {
+		name := strconv.Itoa(i)
+		if i < len(pool.Devices) {
+			name += " (" + cell(pool.Devices[i].Name, 24) + ")"
+		}
+		if d.Keeping != nil {
+			fmt.Fprintf(out, "device %s: %s, since %s\n", name, d.Keeping.Line(), d.Keeping.Since.Format(time.TimeOnly))
+		}
+		for _, l := range lockersOf(d.Lockers) {
+			fmt.Fprintf(out, "device %s: %s\n", name, l.line())
+		}
 	}
 }
 

@@ -58,6 +58,9 @@ type ticketView struct {
 	// (pool indices, as the holder says them: shown, not believed).
 	Count   int   `json:"count,omitempty"`
 	Devices []int `json:"devices,omitempty"`
+	// Keeping: a holder whose payload ended keeps the token while
+	// processes outside its lineage hold the device (its owner's note).
+	Keeping *queue.Keeping `json:"keeping,omitempty"`
 }
 
 // viewOf is status st as views, now.
@@ -82,7 +85,7 @@ func viewOf(st queue.Status, now time.Time) resourceView {
 func ticketOf(res string, t queue.Ticket, state string, pos int, now time.Time) ticketView {
 	v := ticketView{Resource: res, Ticket: t.Seq, State: state, Position: pos, Label: t.Label, User: userName(t.UID), UID: t.UID,
 		Host: t.Host, Process: t.Holder, Cmd: t.Cmd, Created: t.Created, Granted: t.Granted, HoldID: t.HoldID, Record: t.Record,
-		Count: t.Count, Devices: t.Devices, Yield: t.Yield}
+		Count: t.Count, Devices: t.Devices, Yield: t.Yield, Keeping: t.Keeping}
 	if t.MaxHold > 0 {
 		v.MaxHold = t.MaxHold.String()
 	}

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,8 +69,11 @@ type metricsState struct {
 	DeviceHolders uint64            `json:"device_holders"`
 	LostEvents    uint64            `json:"lost_events"`
 	LastHold      float64           `json:"last_hold_timestamp_seconds"`
-	// Merged names the pending files added and not yet removed.
-	Merged []string `json:"merged,omitempty"`
+	// Merged names the pending files added and not yet removed; Counted,
+	// the last ones added, removed or not, so that a hold whose file
+	// another merge added knows it was counted.
+	Merged  []string `json:"merged,omitempty"`
+	Counted []string `json:"counted,omitempty"`
 }
 
 // File returns the textfile path for resource in dir.
@@ -133,7 +137,7 @@ func Record(dir, resource string, m Hold) error {
 		return &PendingError{File: d.Join(pending), Err: err}
 	}
 	defer unlock()
-	return merge(d, base, resource)
+	return merge(d, base, resource, pending)
 }
 
 // PendingError says that a hold's counts are safe in their pending file
@@ -163,19 +167,20 @@ func Merge(dir, resource string) error {
 		return err
 	}
 	defer unlock()
-	return merge(d, base, resource)
+	return merge(d, base, resource, "")
 }
 
 // merge is the read-modify-write under the lock: the pending files into
 // the state, the state written, the files it now counts removed, the
-// .prom rendered.
-func merge(d *safefs.Dir, base, resource string) error {
+// .prom rendered. own is the caller's pending file ("": none), which it
+// is told of when it was not counted.
+func merge(d *safefs.Dir, base, resource, own string) error {
 	stateName := base + ".state.json"
 	st, err := readMetricsState(d, stateName)
 	if err != nil {
 		return err
 	}
-	unread := mergePending(d, base, st)
+	unread := errors.Join(mergePending(d, base, own, st), ownLost(d, st, own))
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
@@ -194,6 +199,19 @@ func merge(d *safefs.Dir, base, resource string) error {
 		return err
 	}
 	return unread
+}
+
+// ownLost says when the caller's pending file own was not counted: gone
+// before the merge (anyone in a shared dir's group may remove or rename
+// it), or left for a later one.
+func ownLost(d *safefs.Dir, st *metricsState, own string) error {
+	if own == "" || slices.Contains(st.Merged, own) || slices.Contains(st.Counted, own) {
+		return nil
+	}
+	if _, err := d.Lstat(own); errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("this hold's pending metrics %s were removed or renamed before they were merged (by a member of the dir's group, or by hand): this hold is not counted", d.Join(own))
+	}
+	return fmt.Errorf("this hold's pending metrics %s are not counted yet: the next hold that merges adds them", d.Join(own))
 }
 
 // lockMetrics takes resource base's lock within wait; the returned func
@@ -266,33 +284,60 @@ func readMetricsState(d *safefs.Dir, name string) (*metricsState, error) {
 	return st, nil
 }
 
-// add counts one hold.
+// add counts one hold. The counters saturate rather than wrap: a pending
+// file is anyone's in the dir's group, and a count that wraps goes back.
 func (st *metricsState) add(m Hold) {
-	st.Holds++
+	st.Holds = satAdd(st.Holds, 1)
 	if m.Granted {
-		st.Granted++
+		st.Granted = satAdd(st.Granted, 1)
 		st.HoldSum += m.Hold.Seconds()
-		st.HoldCount++
+		st.HoldCount = satAdd(st.HoldCount, 1)
 	}
-	cause := m.Cause
-	if cause == "" {
-		cause = causeUnknown
-	}
-	st.Exits[cause]++
+	cause := st.causeLabel(m.Cause)
+	st.Exits[cause] = satAdd(st.Exits[cause], 1)
 	st.WaitSum += m.Wait.Seconds()
-	st.WaitCount++
-	if m.Survivors > 0 {
-		st.Survivors += uint64(m.Survivors)
-	}
-	if m.DeviceHolders > 0 {
-		st.DeviceHolders += uint64(m.DeviceHolders)
-	}
-	st.LostEvents += m.LostEvents
+	st.WaitCount = satAdd(st.WaitCount, 1)
+	st.Survivors = satAdd(st.Survivors, uint64(max(m.Survivors, 0)))
+	st.DeviceHolders = satAdd(st.DeviceHolders, uint64(max(m.DeviceHolders, 0)))
+	st.LostEvents = satAdd(st.LostEvents, m.LostEvents)
 	end := m.End
 	if end.IsZero() {
 		end = time.Now()
 	}
 	st.LastHold = float64(end.UnixNano()) / 1e9
+}
+
+// satAdd is a+b, or the largest count where that would wrap.
+func satAdd(a, b uint64) uint64 {
+	if a+b < a {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+// maxCauses bounds the cause label's values, and maxCauseLen each value:
+// every value is a series in the .prom and a key in the state, and a
+// pending file's cause is anyone's text.
+const (
+	maxCauses   = 64
+	maxCauseLen = 32
+)
+
+// causeLabel is the label value that counts cause: itself when it is a
+// known cause, or a short word already counted or with room left for it;
+// otherwise "unknown".
+func (st *metricsState) causeLabel(cause string) string {
+	if slices.Contains(knownCauses, cause) {
+		return cause
+	}
+	if _, ok := st.Exits[cause]; ok && cause != "" {
+		return cause
+	}
+	word := cause != "" && len(cause) <= maxCauseLen && strings.Trim(cause, "abcdefghijklmnopqrstuvwxyz0123456789-_") == ""
+	if !word || len(st.Exits) >= maxCauses {
+		return causeUnknown
+	}
+	return cause
 }
 
 // render is the state's metric families in the text exposition format.

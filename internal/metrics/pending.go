@@ -2,7 +2,10 @@
 // first writes a pending file of its own (a fresh name, replaced
 // atomically: no lock needed), then whoever holds the metrics lock adds
 // every pending file there to the state. A hold that cannot get the lock
-// in time loses nothing: its file waits for the next merge.
+// in time loses nothing: its file waits for the next merge. Any member of
+// a shared dir's group can plant pending files, so a merge's work is
+// bounded, a planted file cannot take counts away, and what is not counted
+// is reported in a bounded message.
 package metrics
 
 import (
@@ -20,7 +23,18 @@ const maxPendingLen = 4 << 10
 
 // maxMerge bounds the pending files one merge adds (the next takes the
 // rest): a dir flooded with them does not hold one hold's lock for long.
-const maxMerge = 1000
+// maxTries bounds the pending files one merge opens, those it cannot
+// count among them; maxKept, the names the state keeps of files counted
+// but not removed (another uid's, in a sticky dir), so that the state
+// stays far below maxStateLen.
+const (
+	maxMerge = 1000
+	maxTries = 2 * maxMerge
+	maxKept  = 4 * maxMerge
+)
+
+// maxReported bounds the files one merge names in its error.
+const maxReported = 3
 
 // pendingPrefix starts resource base's pending files' names. A resource's
 // base never holds a '.' (fileSafe), so no other resource's files match.
@@ -48,8 +62,10 @@ func writePending(d *safefs.Dir, base string, m Hold) (string, error) {
 // sets st.Merged to the names a merge has added and not yet removed (so
 // that none is added twice: a merge cut short after writing the state, or
 // a file another uid owns in a sticky dir that only its owner removes).
-// A pending file that cannot be read is reported and left alone.
-func mergePending(d *safefs.Dir, base string, st *metricsState) error {
+// A pending file that cannot be read, or that no hold wrote, is reported
+// and left alone; one file under two names (a hard link) counts once.
+// own (may be "") is the caller's pending file, counted first.
+func mergePending(d *safefs.Dir, base, own string, st *metricsState) error {
 	names, err := d.Names()
 	if err != nil {
 		return err
@@ -60,37 +76,105 @@ func mergePending(d *safefs.Dir, base string, st *metricsState) error {
 		added[n] = true
 	}
 	var merged []string
-	var bad []error
+	// The files added before first: a second name of one of them (a hard
+	// link made since) is not a file to count again.
+	seen := map[[2]uint64]bool{}
+	for _, n := range names {
+		if added[n] && isPending(base, n) {
+			merged = append(merged, n) // only its removal is owed
+			if info, err := d.Lstat(n); err == nil {
+				seen[[2]uint64{info.Dev, info.Ino}] = true
+			}
+		}
+	}
+	var bad badFiles
+	tries, fresh := 0, 0
+	// The caller's own file first: a hold counts itself, flood or not.
+	if i := slices.Index(names, own); own != "" && i >= 0 {
+		names = slices.Concat([]string{own}, names[:i], names[i+1:])
+	}
 	for _, n := range names {
 		switch {
-		case !isPending(base, n):
-		case added[n]:
-			merged = append(merged, n) // added before: only its removal is owed
-		case len(merged) < maxMerge:
-			m, err := readPending(d, n)
+		case !isPending(base, n) || added[n]:
+		case fresh >= maxMerge || tries >= maxTries || len(merged) >= maxKept:
+			bad.waiting++
+		default:
+			tries++
+			m, info, err := readPending(d, n)
 			if err != nil {
-				bad = append(bad, err)
+				bad.add(err)
 				continue
 			}
-			st.add(m)
-			merged = append(merged, n)
+			if k := [2]uint64{info.Dev, info.Ino}; !seen[k] {
+				seen[k] = true
+				st.add(m)
+			}
+			merged, fresh = append(merged, n), fresh+1
+			st.Counted = append(st.Counted, n)
 		}
 	}
 	st.Merged = merged
-	return errors.Join(bad...)
+	st.Counted = st.Counted[max(0, len(st.Counted)-maxMerge):]
+	return bad.err(d, len(merged) >= maxKept)
 }
 
-// readPending reads one pending file.
-func readPending(d *safefs.Dir, name string) (Hold, error) {
+// badFiles is what a merge could not count, for one bounded report.
+type badFiles struct {
+	errs    []error
+	n       int // files that cannot be counted
+	waiting int // files left for a later merge by the bounds
+}
+
+func (b *badFiles) add(err error) {
+	if b.n++; len(b.errs) < maxReported {
+		b.errs = append(b.errs, err)
+	}
+}
+
+// err says what was not counted: the first few files by name, how many
+// in all, and how many wait for a later merge.
+func (b *badFiles) err(d *safefs.Dir, full bool) error {
+	errs := b.errs
+	if b.n > len(errs) {
+		errs = append(errs, fmt.Errorf("%d more pending files in %s not counted", b.n-len(b.errs), d.Path()))
+	}
+	if b.waiting > 0 {
+		why := fmt.Sprintf("one merge adds at most %d", maxMerge)
+		if full {
+			why = fmt.Sprintf("%d counted pending files are still there (another user's, in a sticky dir: only its owner or root removes them)", maxKept)
+		}
+		errs = append(errs, fmt.Errorf("%d pending files in %s wait for a later merge: %s", b.waiting, d.Path(), why))
+	}
+	return errors.Join(errs...)
+}
+
+// readPending reads one pending file and checks that a hold could have
+// written it.
+func readPending(d *safefs.Dir, name string) (Hold, safefs.Info, error) {
 	var m Hold
-	data, _, err := d.ReadFile(name, maxPendingLen)
+	data, info, err := d.ReadFile(name, maxPendingLen)
 	if err != nil {
-		return m, fmt.Errorf("pending metrics %s not counted: %v", d.Join(name), err)
+		return m, info, fmt.Errorf("pending metrics %s not counted: %v", d.Join(name), err)
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("pending metrics %s is corrupt (%v) and not counted: remove it", d.Join(name), err)
+		return m, info, fmt.Errorf("pending metrics %s is corrupt (%v) and not counted: remove it", d.Join(name), err)
 	}
-	return m, nil
+	if why := m.invalid(); why != "" {
+		return m, info, fmt.Errorf("pending metrics %s (uid %d) is not a hold's (%s) and not counted: remove it", d.Join(name), info.UID, why)
+	}
+	return m, info, nil
+}
+
+// invalid says why m cannot be what a hold wrote: a count or a time below
+// zero, which would take from the counters; "" when it can.
+func (m Hold) invalid() string {
+	switch {
+	case m.Wait < 0 || m.Hold < 0:
+		return "a time below zero"
+	case m.Survivors < 0 || m.DeviceHolders < 0:
+		return "a count below zero"
+	}
+	return ""
 }
 
 // removeMerged removes the pending files the state now counts; one that
