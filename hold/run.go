@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/memfloor"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
@@ -287,7 +288,7 @@ func (h *holdRun) queueUp(ctx context.Context, self proc.Ident) (queue.Waiter, e
 	}
 	h.queued = time.Now()
 	w, err := h.enqueue(ctx, queue.Ticket{
-		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: TicketHost(),
+		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: fleetenv.TicketHost(),
 		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield, MaxHold: o.MaxHold,
 	})
 	if err != nil {
