@@ -2,6 +2,21 @@
 // tracked from its first instruction, wait for its end (exit, max hold,
 // signal, memory floor), tear down the whole lineage, check the device,
 // write the record and only then release. run.go owns that sequence.
+//
+// Each verb's engine, and where it lives:
+//   - run (Run): run.go, the sequence; its phases in options.go, fleet.go
+//     (the queue), pool.go, status.go, lobby.go, lease.go, cgroup_ahead.go,
+//     launch.go, payload.go, shield.go, holding.go, live.go, withhold.go,
+//     checks.go, devfind.go, devfilter.go, record.go, retention.go,
+//     stepaside.go, spares.go, lazytracker.go, backend.go, exitcode.go.
+//   - yield (--yield, and Keep for --restart): yield*.go.
+//   - reap (Reap, and a successor's reap of the holders its grant names):
+//     reap*.go; PruneFleet in retention.go.
+//   - cancel (CancelRunning): cancel*.go.
+//
+// What every subcommand shares around the queue directory (its choice and
+// checks, the logger, the ticket's host, the resources known there) is not
+// here but in internal/fleetenv.
 package hold
 
 import (
