@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
@@ -45,9 +46,9 @@ func CancelRunning(t queue.Ticket, uid int) error {
 	if t.HoldID == "" {
 		return fmt.Errorf("%s is not a hold (gpu-hold reap's ticket, say): not cancelled", t.Describe())
 	}
-	if t.Host != "" && t.Host != TicketHost() {
+	if t.Host != "" && t.Host != fleetenv.TicketHost() {
 		// An etcd ticket of another host: its pid means nothing here.
-		return fmt.Errorf("%s runs on host %s, not this one (%s): run gpu-hold cancel there", t.Describe(), t.Host, TicketHost())
+		return fmt.Errorf("%s runs on host %s, not this one (%s): run gpu-hold cancel there", t.Describe(), t.Host, fleetenv.TicketHost())
 	}
 	st, ok := proc.LiveStat(t.Holder)
 	if !ok {

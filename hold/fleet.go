@@ -1,14 +1,12 @@
 // fleet.go owns the queue backend's choice (the directory, or the fleet
-// queue on etcd when --queue names it), for holds and reaps, the host name
-// a ticket carries, and what a failed first contact with etcd means for
-// the exit code.
+// queue on etcd when --queue names it), for holds and reaps, and what a
+// failed first contact with etcd means for the exit code.
 package hold
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -31,21 +29,8 @@ type Fleet struct {
 
 func (f *Fleet) String() string { return f.Name }
 
-// HostEnv overrides the host name tickets carry (tests simulate hosts).
-const HostEnv = "GPU_HOLD_HOSTNAME"
-
 // FenceEnv carries the fencing token to the payload.
 const FenceEnv = "GPU_HOLD_FENCE"
-
-// TicketHost is the host name put in tickets: $GPU_HOLD_HOSTNAME, else
-// the kernel's.
-func TicketHost() string {
-	if h := os.Getenv(HostEnv); h != "" {
-		return h
-	}
-	h, _ := os.Hostname()
-	return h
-}
 
 // openQueue opens the resource's queue: etcd when o.Etcd is set (the
 // local resource dir is still made, for the records), else the directory.

@@ -44,7 +44,7 @@ type Options struct {
 	LostGraceGiven bool
 
 	Yield   bool // give the token up to any ticket that does not yield (yield.go)
-	Restart bool // with Yield: queue again after each end (keeper.go)
+	Restart bool // with Yield: queue again after each end (yield_keeper.go)
 
 	Log    zerolog.Logger
 	Stdout io.Writer // payload stdout (nil: os.Stdout)

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/internal/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/internal/teardown"
@@ -187,10 +188,10 @@ func Reap(ctx context.Context, o ReapOptions) (int, error) {
 	if o.All {
 		makeDeclaredDirs(o.Dir, o.Log)
 		var err error
-		if resources, err = resourceDirs(o.Dir); err != nil {
+		if resources, err = fleetenv.ResourceDirs(o.Dir); err != nil {
 			return 0, err
 		}
-	} else if err := KnownResource(o.Dir, o.Resource); err != nil && o.Etcd == nil {
+	} else if err := fleetenv.KnownResource(o.Dir, o.Resource); err != nil && o.Etcd == nil {
 		return 0, err // a typo: nothing to reap, and no dir is made for it
 	}
 	n := 0
@@ -221,7 +222,7 @@ func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cannot read own identity from /proc: %v", err)
 	}
-	host := TicketHost()
+	host := fleetenv.TicketHost()
 	g, err := q.TakeDead(ctx, queue.Ticket{Resource: res, Label: "gpu-hold reap", Holder: self, UID: os.Getuid(), Host: host, Created: time.Now()})
 	if errors.Is(err, queue.ErrNotDead) {
 		// A live holder: a successor may be waiting on dead holders it
@@ -262,26 +263,4 @@ func reapResource(ctx context.Context, o ReapOptions, res string) (int, error) {
 		return n, fmt.Errorf("%s: could not end the lineage of %s; %s", res, strings.Join(blocked, "; "), next)
 	}
 	return n, nil
-}
-
-// resourceDirs lists the resources of queue dir dir: its subdirectories
-// that hold a queue (a token or a counter).
-func resourceDirs(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("cannot list the resources of %s: %v", dir, err)
-	}
-	var out []string
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		for _, f := range []string{"token", "seq"} {
-			if st, err := os.Lstat(filepath.Join(dir, e.Name(), f)); err == nil && st.Mode().IsRegular() {
-				out = append(out, e.Name())
-				break
-			}
-		}
-	}
-	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/internal/safefs"
 	"github.com/gpu-hold/gpu-hold/queue"
@@ -34,7 +35,7 @@ func makeDeclaredDirs(dir string, log zerolog.Logger) {
 	}
 	defer base.Close()
 	var bst unix.Stat_t
-	if unix.Fstat(base.Fd(), &bst) != nil || !sharedDir(dir, bst) || !mayMakeDirs(bst) {
+	if unix.Fstat(base.Fd(), &bst) != nil || !fleetenv.SharedDir(dir, bst) || !mayMakeDirs(bst) {
 		return
 	}
 	for _, name := range declaredDirs(dir) {
@@ -120,7 +121,7 @@ func makeRecordsDir(base *safefs.Dir, bst unix.Stat_t, name string, log zerolog.
 		return
 	}
 	defer d.Close()
-	rec := filepath.Base(recordsDir(name))
+	rec := filepath.Base(fleetenv.RecordsDir(name))
 	if _, err := d.Lstat(rec); !errors.Is(err, unix.ENOENT) {
 		return
 	}

@@ -2,6 +2,21 @@
 // tracked from its first instruction, wait for its end (exit, max hold,
 // signal, memory floor), tear down the whole lineage, check the device,
 // write the record and only then release. run.go owns that sequence.
+//
+// Each verb's engine, and where it lives:
+//   - run (Run): run.go, the sequence; its phases in options.go, fleet.go
+//     (the queue), pool.go, status.go, lobby.go, lease.go, cgroup_ahead.go,
+//     launch.go, payload.go, shield.go, holding.go, live.go, withhold.go,
+//     checks.go, devfind.go, devfilter.go, record.go, retention.go,
+//     stepaside.go, spares.go, lazytracker.go, backend.go, exitcode.go.
+//   - yield (--yield, and Keep for --restart): yield*.go.
+//   - reap (Reap, and a successor's reap of the holders its grant names):
+//     reap*.go; PruneFleet in retention.go.
+//   - cancel (CancelRunning): cancel*.go.
+//
+// What every subcommand shares around the queue directory (its choice and
+// checks, the logger, the ticket's host, the resources known there) is not
+// here but in internal/fleetenv.
 package hold
 
 import (
@@ -16,6 +31,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/cgroup"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/memfloor"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
@@ -289,7 +305,7 @@ func (h *holdRun) queueUp(ctx context.Context, self proc.Ident) (queue.Waiter, e
 	}
 	h.queued = time.Now()
 	w, err := h.enqueue(ctx, queue.Ticket{
-		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: TicketHost(),
+		Resource: o.Resource, Label: o.Label, Holder: self, UID: os.Getuid(), Host: fleetenv.TicketHost(),
 		Cmd: o.Cmd, Created: h.queued, HoldID: h.id, Record: h.res.Record, Yield: o.Yield, MaxHold: o.MaxHold,
 	})
 	if err != nil {

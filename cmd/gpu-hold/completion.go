@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
@@ -54,8 +54,8 @@ func completeChoices(c *cobra.Command, f *pflag.Flag) {
 func (g *globalOpts) completeResources() []string {
 	seen := map[string]bool{}
 	var out []string
-	if dir, err := hold.FindDir(g.Dir); err == nil {
-		rs, _ := hold.Resources(dir)
+	if dir, err := fleetenv.FindDir(g.Dir); err == nil {
+		rs, _ := fleetenv.Resources(dir)
 		for _, r := range rs {
 			seen[r] = true
 			out = append(out, r)
@@ -103,7 +103,7 @@ func (g *globalOpts) completeRecords(_ *cobra.Command, args []string, _ string) 
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	dir, err := hold.FindDir(g.Dir)
+	dir, err := fleetenv.FindDir(g.Dir)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveDefault
 	}

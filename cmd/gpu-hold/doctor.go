@@ -18,10 +18,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/internal/cgroup"
 	"github.com/gpu-hold/gpu-hold/internal/device"
 	"github.com/gpu-hold/gpu-hold/internal/dirconf"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/lobby"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/tracker"
@@ -54,7 +54,7 @@ type doctorReport struct {
 	// host, and who holds them now.
 	Resources []doctorResource `json:"resources"`
 	// QueueDir is the check of the queue directory's ownership and modes.
-	QueueDir hold.DirReport `json:"queue_dir"`
+	QueueDir fleetenv.DirReport `json:"queue_dir"`
 	// FleetQueue says where the etcd backend is: built in, or
 	// gpu-hold-fleet beside gpu-hold (or why that is not usable).
 	FleetQueue string `json:"fleet_queue"`
@@ -78,9 +78,9 @@ func newCmdDoctor(g *globalOpts) *cobra.Command {
 	opts := &doctorOptions{g: g}
 	opts.Checks = func() doctorReport {
 		rep := runDoctorChecks()
-		dir, _ := hold.FindDir(g.Dir) // a dir it cannot use is reported by CheckQueueDir
+		dir, _ := fleetenv.FindDir(g.Dir) // a dir it cannot use is reported by CheckQueueDir
 		rep.Resources = doctorResources(dir)
-		rep.QueueDir = hold.CheckQueueDir(dir, wantedDirs(g.Resource, rep.Resources))
+		rep.QueueDir = fleetenv.CheckQueueDir(dir, wantedDirs(g.Resource, rep.Resources))
 		checkSettings(&rep.QueueDir)
 		rep.FleetQueue = fleet.about()
 		rep.WaitingHolds = lobby.About()
@@ -160,7 +160,7 @@ func doctorRun(opts *doctorOptions) error {
 
 // queueDirText is the queue dir's check: a summary line, then one line per
 // problem with its fix.
-func queueDirText(d hold.DirReport) string {
+func queueDirText(d fleetenv.DirReport) string {
 	var b strings.Builder
 	switch {
 	case d.Path == "":
@@ -186,7 +186,7 @@ func queueDirText(d hold.DirReport) string {
 // checkSettings adds to a fleet dir's report the problem with its settings
 // file (dirconf), as holds and reaps see it: one that does not count
 // (another user's, say) or does not parse sets no retention at all.
-func checkSettings(d *hold.DirReport) {
+func checkSettings(d *fleetenv.DirReport) {
 	if !d.Fleet || d.Path == "" {
 		return
 	}
@@ -195,7 +195,7 @@ func checkSettings(d *hold.DirReport) {
 		return
 	}
 	path := filepath.Join(d.Path, dirconf.File)
-	p := hold.DirProblem{Path: path, Problem: err.Error(), Fix: "fix the file or remove it (rm " + path + ")"}
+	p := fleetenv.DirProblem{Path: path, Problem: err.Error(), Fix: "fix the file or remove it (rm " + path + ")"}
 	var ue *dirconf.UntrustedError
 	if errors.As(err, &ue) {
 		p.Problem = "ignored, so no retention of it applies: " + ue.Why

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/tracker"
 )
 
 func TestDoctorQueueDirLines(t *testing.T) {
-	rep := doctorReport{QueueDir: hold.DirReport{Path: "/q", Fleet: true, Group: "gpu-hold", Problems: []hold.DirProblem{
+	rep := doctorReport{QueueDir: fleetenv.DirReport{Path: "/q", Fleet: true, Group: "gpu-hold", Problems: []fleetenv.DirProblem{
 		{Path: "/q", Problem: "mode 0755, want 3775", Fix: "chmod 3775 /q"},
 		{Path: "/q/gpu", Problem: "owned by uid 1000", Fix: "chown root /q/gpu"},
 	}}}
@@ -30,7 +30,7 @@ func TestDoctorQueueDirLines(t *testing.T) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out.String())
 		}
 	}
-	rep.QueueDir = hold.DirReport{Path: "/home/u/.local/state/gpu-hold", Problems: []hold.DirProblem{}}
+	rep.QueueDir = fleetenv.DirReport{Path: "/home/u/.local/state/gpu-hold", Problems: []fleetenv.DirProblem{}}
 	out.Reset()
 	doctorRun(&doctorOptions{Out: &out, Checks: func() doctorReport { return rep }})
 	if !strings.Contains(out.String(), "private (only its owner may write it): nothing to set up") {

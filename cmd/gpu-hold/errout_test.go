@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 )
 
 func TestJSONLogArg(t *testing.T) {
@@ -91,7 +91,7 @@ func TestPlantedNamesShowNoControlCharacters(t *testing.T) {
 	const name = "t.1\x1b]0;PWNED\x07\x1b[2J"
 	var b bytes.Buffer
 	printQueue(&b, []resourceView{{Resource: "gpu", Skipped: []string{name}}}, nil, true)
-	b.WriteString(queueDirText(hold.DirReport{Path: "/q", Fleet: true, Group: "g", Problems: []hold.DirProblem{{Path: "/q/gpu/" + name, Problem: "a FIFO"}}}))
+	b.WriteString(queueDirText(fleetenv.DirReport{Path: "/q", Fleet: true, Group: "g", Problems: []fleetenv.DirProblem{{Path: "/q/gpu/" + name, Problem: "a FIFO"}}}))
 	if out := b.String(); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "t.1") {
 		t.Errorf("a planted name's control characters reach the terminal: %q", out)
 	}

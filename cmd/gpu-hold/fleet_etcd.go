@@ -7,6 +7,7 @@ package main
 
 import (
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/queue"
 	"github.com/gpu-hold/gpu-hold/queue/etcdq"
 )
@@ -58,6 +59,6 @@ func (g *globalOpts) etcdConfig() (*etcdq.Config, error) {
 	if err := c.Finish(); err != nil {
 		return nil, usageErr("%v", err)
 	}
-	c.Host = hold.TicketHost()
+	c.Host = fleetenv.TicketHost()
 	return c, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/guard"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
@@ -81,7 +81,7 @@ func guardRun(ctx context.Context, opts *guardOptions) error {
 		// The fleet queue: holders are read from etcd, and only those of
 		// this host have a lineage here.
 		o.OpenQueue = func(resource string) (queue.Queue, error) { return fq.Open(resource, opts.g.warn) }
-		o.Host = hold.TicketHost()
+		o.Host = fleetenv.TicketHost()
 	}
 	gd, err := guard.New(*o)
 	if err != nil {

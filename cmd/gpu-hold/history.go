@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 )
@@ -90,10 +90,10 @@ func historyRun(opts *historyOptions) error {
 	}
 	res := []string{opts.g.Resource}
 	if !opts.One {
-		if res, err = hold.Resources(dir); err != nil {
+		if res, err = fleetenv.Resources(dir); err != nil {
 			return usageErr("%w", err)
 		}
-	} else if err := hold.KnownResource(dir, opts.g.Resource); err != nil {
+	} else if err := fleetenv.KnownResource(dir, opts.g.Resource); err != nil {
 		return usageErr("%w", err)
 	}
 	var holds []pastHold

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/termsafe"
 	"github.com/gpu-hold/gpu-hold/queue"
 )
@@ -114,7 +114,7 @@ func (g *globalOpts) openQueueRead() (queue.Queue, error) {
 	}
 	q, err := queue.OpenDir(dir, g.Resource, queue.DirOptions{NoCreate: true, Warn: g.warn})
 	if errors.Is(err, queue.ErrNoResource) {
-		if err := hold.KnownResource(dir, g.Resource); err != nil {
+		if err := fleetenv.KnownResource(dir, g.Resource); err != nil {
 			return nil, usageErr("%w", err)
 		}
 		return nil, nil
@@ -127,7 +127,7 @@ func (g *globalOpts) openQueueRead() (queue.Queue, error) {
 
 // findDir resolves --dir for a command that only reads: it creates nothing.
 func (g *globalOpts) findDir() (string, error) {
-	d, err := hold.FindDir(g.Dir)
+	d, err := fleetenv.FindDir(g.Dir)
 	if err != nil {
 		return "", usageErr("%w", err)
 	}
@@ -192,7 +192,7 @@ func (g *globalOpts) eachQueue(one bool, fn func(q queue.Queue, st queue.Status)
 		if err != nil {
 			return err
 		}
-		if res, err = hold.Resources(dir); err != nil {
+		if res, err = fleetenv.Resources(dir); err != nil {
 			return usageErr("%w", err)
 		}
 	}

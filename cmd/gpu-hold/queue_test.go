@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 )
 
 func testGlobal(dir, res string) *globalOpts {
@@ -101,8 +102,8 @@ func TestQueueConfiguredResourceWithoutDir(t *testing.T) {
 // The per-user default queue dir is not created by a command that only
 // reads.
 func TestQueueCreatesNoStateDir(t *testing.T) {
-	if _, err := os.Stat(hold.FleetDir); err == nil {
-		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default queue dir", hold.FleetDir)
+	if _, err := os.Stat(fleetenv.FleetDir); err == nil {
+		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default queue dir", fleetenv.FleetDir)
 	}
 	state := t.TempDir()
 	t.Setenv("GPU_HOLD_DIR", "")
@@ -132,8 +133,8 @@ func TestCancelNotANumber(t *testing.T) {
 // With no -r, the per-user default queue dir that nobody has used yet
 // lists nothing, is not created, and is no error; nor is history.
 func TestQueueAllOnFreshDir(t *testing.T) {
-	if _, err := os.Stat(hold.FleetDir); err == nil {
-		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default queue dir", hold.FleetDir)
+	if _, err := os.Stat(fleetenv.FleetDir); err == nil {
+		t.Skipf("skipped because %s exists on this host, so it, not the per-user state dir, is the default queue dir", fleetenv.FleetDir)
 	}
 	state := t.TempDir()
 	t.Setenv("GPU_HOLD_DIR", "")

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 )
 
 type reapOptions struct {
@@ -75,7 +76,7 @@ func reapRun(ctx context.Context, opts *reapOptions) error {
 	}
 	res := []string{opts.g.Resource}
 	if opts.all {
-		res, _ = hold.Resources(dir)
+		res, _ = fleetenv.Resources(dir)
 	}
 	hold.PruneFleet(dir, res, opts.g.Log)
 	what := opts.g.Resource

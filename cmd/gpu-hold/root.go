@@ -14,12 +14,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/lobby"
 )
 
 // globalOpts are the flags every subcommand takes.
 type globalOpts struct {
-	Dir       string    // --dir; resolved by hold.ResolveDir when empty
+	Dir       string    // --dir; resolved by fleetenv.ResolveDir when empty
 	Resource  string    // -r/--resource
 	LogFormat string    // --log-format auto|console|json
 	Fleet     fleetOpts // --queue and the etcd flags (fleet.go)
@@ -77,7 +78,7 @@ func exitCodeTo(err error, out errOut) int {
 // setupLog builds the logger from --log-format: console on a terminal, JSON
 // otherwise, unless the flag says which.
 func (g *globalOpts) setupLog() error {
-	l, err := hold.NewLogger(os.Stderr, g.LogFormat)
+	l, err := fleetenv.NewLogger(os.Stderr, g.LogFormat)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -90,7 +91,7 @@ func (g *globalOpts) setupLog() error {
 
 // queueDir resolves --dir the same way for every subcommand.
 func (g *globalOpts) queueDir() (string, error) {
-	d, err := hold.ResolveDir(g.Dir)
+	d, err := fleetenv.ResolveDir(g.Dir)
 	if err != nil {
 		return "", usageErr("%w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-hold/gpu-hold/hold"
 	"github.com/gpu-hold/gpu-hold/internal/device"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/lobby"
 	"github.com/gpu-hold/gpu-hold/internal/memfloor"
 )
@@ -114,7 +115,7 @@ func runRun(ctx context.Context, opts *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := hold.HoldResource(dir, o.Resource); err != nil {
+	if err := fleetenv.HoldResource(dir, o.Resource); err != nil {
 		return usageErr("%w", err) // before anything is queued or created
 	}
 	o.Dir = dir

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-hold/gpu-hold/hold"
+	"github.com/gpu-hold/gpu-hold/internal/fleetenv"
 	"github.com/gpu-hold/gpu-hold/internal/proc"
 	"github.com/gpu-hold/gpu-hold/internal/record"
 	"github.com/gpu-hold/gpu-hold/queue"
@@ -80,7 +80,7 @@ func waitRun(opts *waitOptions) error {
 	// Ended already: its record, in any resource's records directory.
 	res := []string{opts.g.Resource}
 	if !opts.One {
-		if res, err = hold.Resources(dir); err != nil {
+		if res, err = fleetenv.Resources(dir); err != nil {
 			return usageErr("%w", err)
 		}
 	}

@@ -6,8 +6,9 @@
 // Why these floors: proc, safefs, cgroup and termsafe know nothing of
 // gpu-hold's concepts; the queue and the record know nothing of lineages or
 // devices; the tracker, the device checks and the metrics build on those;
-// teardown and guard consume them; hold is one hold's glue, and only cmd
-// calls it. Packages on the same floor never import each other.
+// teardown and guard consume them; fleetenv is the environment every
+// subcommand shares (the queue dir, the logger); hold is one hold's glue,
+// and only cmd calls it. Packages on the same floor never import each other.
 package layers
 
 // Module is the import path every package below is relative to.
@@ -33,6 +34,7 @@ var Floors = map[string]int{
 	"queue/etcdq":        2,
 	"internal/teardown":  3,
 	"internal/guard":     3,
+	"internal/fleetenv":  3,
 	"hold":               4,
 	"cmd/gpu-hold":       5,
 	"cmd/gpu-hold-lobby": 5,

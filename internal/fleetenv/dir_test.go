@@ -1,7 +1,7 @@
 // dir_test.go owns the tests of the queue dir's choice and checks: FindDir
 // creates nothing, hints name the dir's own group, and CheckQueueDir gives
 // one fix per set-up problem.
-package hold
+package fleetenv
 
 import (
 	"os"

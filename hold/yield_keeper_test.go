@@ -1,5 +1,5 @@
-// keeper_test.go owns the tests of --restart's backoff (none after a
-// yield, doubling and bounded after any other end, reset after a long
+// yield_keeper_test.go owns the tests of --restart's backoff (none after
+// a yield, doubling and bounded after any other end, reset after a long
 // hold) and of a cancel ending the loop.
 package hold
 

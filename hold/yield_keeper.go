@@ -1,8 +1,9 @@
-// keeper.go owns --restart, the serve keeper's loop: a yielding hold that
-// gave way queues again at once (its ticket waits until no job waits and
-// the token is free); one that ended otherwise (its server crashed, the
-// max hold) queues again after a bounded backoff. A signal, a cancel, a
-// failure of gpu-hold itself, or a payload that cannot be run ends the loop.
+// yield_keeper.go owns --restart, the serve keeper's loop: a yielding
+// hold that gave way queues again at once (its ticket waits until no job
+// waits and the token is free); one that ended otherwise (its server
+// crashed, the max hold) queues again after a bounded backoff. A signal, a
+// cancel, a failure of gpu-hold itself, or a payload that cannot be run
+// ends the loop.
 package hold
 
 import (

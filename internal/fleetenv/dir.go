@@ -2,7 +2,7 @@
 // $GPU_HOLD_DIR, else /var/lib/gpu-hold when it exists, else the user's
 // state directory; whether it is shared; and the check of a fleet
 // directory's set-up that gpu-hold doctor prints.
-package hold
+package fleetenv
 
 import (
 	"errors"
@@ -112,10 +112,10 @@ func accessHint(dir string) string {
 	return "ask an admin to add you to group " + queue.GroupName(st.Gid) + " (then log in again), or set GPU_HOLD_DIR to a directory of your own"
 }
 
-// sharedDir reports whether queue dir dir (of stat st) is used by more
+// SharedDir reports whether queue dir dir (of stat st) is used by more
 // than its owner: the fleet dir, or one others may write (group or world,
 // as the queue package shares its resource dirs then).
-func sharedDir(dir string, st unix.Stat_t) bool {
+func SharedDir(dir string, st unix.Stat_t) bool {
 	return filepath.Clean(dir) == FleetDir || st.Mode&0o022 != 0
 }
 
@@ -173,7 +173,7 @@ func CheckQueueDir(dir string, want []string) DirReport {
 	c := &dirCheck{rep: &rep}
 	var st unix.Stat_t
 	err := unix.Stat(dir, &st)
-	rep.Fleet = sharedDir(dir, st) // st is zero on an error: then the path alone decides
+	rep.Fleet = SharedDir(dir, st) // st is zero on an error: then the path alone decides
 	if !rep.Fleet {
 		if err != nil && !errors.Is(err, unix.ENOENT) {
 			c.add(dir, "", "cannot stat it: %v", err)
@@ -254,7 +254,7 @@ func (c *dirCheck) resourceDirs(dir string, want []string) {
 	}
 	for _, name := range want {
 		if p := filepath.Join(dir, name); !seen[name] {
-			c.add(p, c.install(p)+" "+recordsDir(p), "missing: in a shared directory a user's hold makes none; root's reap timer (gpu-hold reap --all) makes a declared one, or an admin with the command here")
+			c.add(p, c.install(p)+" "+RecordsDir(p), "missing: in a shared directory a user's hold makes none; root's reap timer (gpu-hold reap --all) makes a declared one, or an admin with the command here")
 		}
 	}
 }
@@ -266,7 +266,7 @@ func (c *dirCheck) resourceDir(path string) {
 		return
 	}
 	c.dir(path, st)
-	rec := recordsDir(path)
+	rec := RecordsDir(path)
 	if st, exists, ok := c.lstat(rec, unix.S_IFDIR); ok {
 		c.dir(rec, st)
 	} else if !exists {
@@ -309,5 +309,5 @@ func (c *dirCheck) resourcesFile(path string) {
 	}
 }
 
-// recordsDir is the records/ dir of resource dir res.
-func recordsDir(res string) string { return filepath.Dir(record.RecordPath(res, "x")) }
+// RecordsDir is the records/ dir of resource dir res.
+func RecordsDir(res string) string { return filepath.Dir(record.RecordPath(res, "x")) }

@@ -3,7 +3,7 @@
 // command was given, and the stricter check of a hold's, which in a shared
 // queue dir takes only a declared resource: a hold on a name nobody else
 // queues for runs at once, beside the holders of the name that was meant.
-package hold
+package fleetenv
 
 import (
 	"errors"
@@ -29,7 +29,7 @@ func Resources(dir string) ([]string, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	rs, err := resourceDirs(dir)
+	rs, err := ResourceDirs(dir)
 	sort.Strings(rs)
 	return rs, err
 }
@@ -53,7 +53,7 @@ func KnownResource(dir, name string) error {
 }
 
 // HoldResource checks the resource a hold was given, before it queues or
-// creates anything: a valid name and, in a shared queue dir (sharedDir),
+// creates anything: a valid name and, in a shared queue dir (SharedDir),
 // a declared one: built in, in a trusted resources.json, or a resource dir
 // that root or the queue dir's owner made. A dir an ordinary user made
 // declares nothing (that user's hold on a typo made it). Mapping a near
@@ -66,7 +66,7 @@ func HoldResource(dir, name string) error {
 		return fmt.Errorf("%v%s", err, suggest.DidYouMean(name, configured))
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil || !sharedDir(dir, st) {
+	if err := unix.Stat(dir, &st); err != nil || !SharedDir(dir, st) {
 		return nil // a dir that cannot be stat'ed: opening the queue says why
 	}
 	declared, err := configuredResources(dir)
@@ -96,7 +96,7 @@ func undeclaredError(dir, name string, st unix.Stat_t, declared []string, owners
 	}
 	return fmt.Errorf("resource %q is not declared in shared queue dir %s%s declared resources are %s%s; a hold on an undeclared name would run at once, beside the holders of the one meant, so nothing was queued: check -r, or ask an admin to declare it (in %s, or: %s)",
 		name, dir, sentenceEnd(suggest.DidYouMean(name, declared)), strings.Join(declared, ", "), theirs,
-		filepath.Join(dir, device.ResourcesFile), installDirs(dirGroup(st), path, recordsDir(path)))
+		filepath.Join(dir, device.ResourcesFile), installDirs(dirGroup(st), path, RecordsDir(path)))
 }
 
 // sentenceEnd ends the sentence before a list: with the suggestion when
@@ -145,4 +145,26 @@ func resourceDirOwners(dir string) map[string]uint32 {
 func sortedSet(s []string) []string {
 	sort.Strings(s)
 	return slices.Compact(s)
+}
+
+// ResourceDirs lists the resources of queue dir dir: its subdirectories
+// that hold a queue (a token or a counter).
+func ResourceDirs(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the resources of %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		for _, f := range []string{"token", "seq"} {
+			if st, err := os.Lstat(filepath.Join(dir, e.Name(), f)); err == nil && st.Mode().IsRegular() {
+				out = append(out, e.Name())
+				break
+			}
+		}
+	}
+	return out, nil
 }

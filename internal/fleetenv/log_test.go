@@ -1,7 +1,7 @@
 // log_test.go owns the tests of the logger's durations: whole milliseconds
 // under keys ending in _ms, in JSON and console alike, and no .Dur call in
 // the tree under a key without its unit.
-package hold
+package fleetenv
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ func TestLogDurationsHaveUnits(t *testing.T) {
 func TestDurationKeysHaveUnits(t *testing.T) {
 	dur := regexp.MustCompile(`\.\s*Dur\("([^"]*)"`)
 	found := 0
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return err
 		}

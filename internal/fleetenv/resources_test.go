@@ -3,7 +3,7 @@
 // shared dir queue only for a declared one (built in, in a trusted
 // resources.json, or a dir root or the queue dir's owner made), with
 // "did you mean", while a private dir takes any valid name.
-package hold
+package fleetenv
 
 import (
 	"os"
@@ -104,8 +104,8 @@ func TestSharedDir(t *testing.T) {
 		mode uint32
 		want bool
 	}{{FleetDir, 0o755, true}, {FleetDir + "/", 0o700, true}, {"/x", 0o3775, true}, {"/x", 0o1777, true}, {"/x", 0o755, false}, {"/x", 0o700, false}} {
-		if got := sharedDir(c.dir, unix.Stat_t{Mode: unix.S_IFDIR | c.mode}); got != c.want {
-			t.Errorf("sharedDir(%s, %04o) = %v, want %v", c.dir, c.mode, got, c.want)
+		if got := SharedDir(c.dir, unix.Stat_t{Mode: unix.S_IFDIR | c.mode}); got != c.want {
+			t.Errorf("SharedDir(%s, %04o) = %v, want %v", c.dir, c.mode, got, c.want)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 // log.go owns logging set-up: zerolog with human console output on a
 // terminal and JSON lines otherwise; --log-format overrides.
-package hold
+package fleetenv
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-// fleet_trust.go owns what a reap believes of an etcd ticket: its fields
+// reap_trust.go owns what a reap believes of an etcd ticket: its fields
 // are the claim of whoever may write the prefix, so a dead holder's uid is
 // believed only when the record file it names confirms it.
 package hold
