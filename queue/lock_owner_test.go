@@ -7,6 +7,7 @@ package queue
 import (
 	"bufio"
 	"fmt"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ import (
 func shellLock(t *testing.T, path string, uid int) (proc.Ident, int) {
 	t.Helper()
 	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("needs flock(1) (util-linux) to take a lock in a child that exits")
+		testenv.Need(t, "flock(1) (util-linux) is unavailable here, and it is needed to take a lock in a child that exits")
 	}
 	c := exec.Command("bash", "-c", `exec 9<"$1"; flock -n 9 & f=$!; wait $f || exit 1; echo "$f"; exec cat >/dev/null`, "bash", path)
 	c.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK="+testMark)

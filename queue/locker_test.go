@@ -7,6 +7,7 @@ package queue
 
 import (
 	"fmt"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,7 @@ import (
 func lockWith(t *testing.T, q *testQueue, path string, uid int) (proc.Ident, func()) {
 	t.Helper()
 	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("needs flock(1) (util-linux) to hold a lock as another process")
+		testenv.Need(t, "flock(1) (util-linux) is unavailable here, and it is needed to hold a lock as another process")
 	}
 	c := exec.Command("flock", "-o", path, "cat")
 	c.Env = append(os.Environ(), "GPU_HOLD_TEST_MARK="+testMark)

@@ -11,6 +11,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,7 @@ import (
 func heldAs(t *testing.T, cred *syscall.Credential, mark, path string, ready func(pid int) bool) (proc.Ident, func()) {
 	t.Helper()
 	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("needs flock(1) (util-linux) to hold a lock as another user")
+		testenv.Need(t, "flock(1) (util-linux) is unavailable here, and it is needed to hold a lock as another user")
 	}
 	c := exec.Command("flock", "-o", path, "cat")
 	c.Env = append(os.Environ(), markEnv+"="+mark)

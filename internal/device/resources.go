@@ -119,34 +119,8 @@ func (e *untrustedError) Error() string {
 // readResources reads queueDir's resources.json when it is trusted (an
 // *untrustedError when it is not).
 func readResources(queueDir string) ([]byte, error) {
-	d, err := safefs.OpenDir(queueDir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	dst, err := d.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st, err := d.Lstat(ResourcesFile)
-	if err != nil {
-		return nil, err
-	}
-	if err := trustResources(st, dst.UID); err != nil {
-		return nil, err
-	}
-	data, fst, err := d.ReadFile(ResourcesFile, maxResourcesLen)
-	var nr *safefs.NotRegularError
-	switch {
-	case errors.As(err, &nr):
-		return nil, trustResources(nr.Info, dst.UID)
-	case err != nil:
-		return nil, err
-	}
-	if err := trustResources(fst, dst.UID); err != nil {
-		return nil, err // replaced since the lstat
-	}
-	return data, nil
+	data, _, err := safefs.ReadTrusted(queueDir, ResourcesFile, maxResourcesLen, trustResources)
+	return data, err
 }
 
 // trustResources says why st must not count, or nil.

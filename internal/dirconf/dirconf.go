@@ -122,34 +122,12 @@ func Load(queueDir string) (Settings, error) {
 
 // read returns the file's text when it is trusted.
 func read(queueDir string) ([]byte, error) {
-	d, err := safefs.OpenDir(queueDir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	dst, err := d.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st, err := d.Lstat(File)
-	if err != nil {
-		return nil, err
-	}
-	if err := trust(st, dst.UID); err != nil {
-		return nil, err
-	}
-	data, fst, err := d.ReadFile(File, maxLen)
-	var nr *safefs.NotRegularError
-	switch {
-	case errors.As(err, &nr):
-		return nil, trust(nr.Info, dst.UID)
-	case err != nil:
+	data, st, err := safefs.ReadTrusted(queueDir, File, maxLen, trust)
+	var untrusted *UntrustedError
+	if err != nil && !errors.As(err, &untrusted) && st.Path != "" {
 		return nil, fmt.Errorf("cannot read the directory settings %s: %v; fix its permissions or remove it", st.Path, err)
 	}
-	if err := trust(fst, dst.UID); err != nil {
-		return nil, err // replaced since the lstat
-	}
-	return data, nil
+	return data, err
 }
 
 // trust says why st must not count, or nil.

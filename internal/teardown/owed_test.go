@@ -38,7 +38,7 @@ const helperEnv = "TEARDOWN_TEST_OUTSIDER"
 func TestHelperOutsider(t *testing.T) {
 	what := os.Getenv(helperEnv)
 	if what == "" {
-		t.Skip("the helper process of the owed tests, not a test")
+		t.Skip("not a test: the helper process the owed tests run, skipped because " + helperEnv + " is unset")
 	}
 	sig := syscall.SIGTERM
 	pgid := 0
