@@ -7,7 +7,6 @@ package queue
 import (
 	"bufio"
 	"fmt"
-	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 // shellLock starts bash as uid (0: as the test) that opens path as fd 9

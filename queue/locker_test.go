@@ -7,7 +7,6 @@ package queue
 
 import (
 	"fmt"
-	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 // lockWith starts flock(1) as uid (0: as the test) holding path's flock

@@ -11,7 +11,6 @@ package test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/gpu-hold/gpu-hold/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpu-hold/gpu-hold/internal/proc"
+	"github.com/gpu-hold/gpu-hold/internal/testenv"
 )
 
 // heldAs starts flock(1) as cred holding path's flock (-o: its command,
