@@ -17,10 +17,10 @@ var probeBPF = sync.OnceValue(probeBPFOnce)
 const notPermitted = "not permitted: loading tracing programs needs root, or CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)"
 
 // ProbeBPF says why the eBPF backend cannot be used here, or nil: not
-// permitted (capabilities), no kernel BTF, a seal GPU_HOLD_BPF_SEAL asks
-// for that the kernel lacks, a pid namespace other than the host's, or the
-// kernel refusing to load or attach the programs (with the verifier's
-// reason). A kernel without bpf_send_signal_task is no reason: it gets the
+// permitted (capabilities), no kernel BTF, a kernel below the floor
+// (CheckFloor), a seal GPU_HOLD_BPF_SEAL asks for that the kernel lacks, a
+// pid namespace other than the host's, or the kernel refusing to load or
+// attach the programs (with the verifier's reason). A kernel without bpf_send_signal_task is no reason: it gets the
 // seal that needs no kfunc (Seal). It loads and attaches a throwaway copy
 // of the programs once per process, and remembers the answer.
 func ProbeBPF() error { return probeBPF() }

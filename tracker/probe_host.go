@@ -88,8 +88,9 @@ var KernelFloor = [2]int{5, 11}
 
 // CheckKernel says whether this kernel is at least KernelFloor. The load
 // test (ProbeBPF) decides whether eBPF works; this says why it may not.
-func CheckKernel() error {
-	rel := KernelRelease()
+func CheckKernel() error { return checkKernel(KernelRelease()) }
+
+func checkKernel(rel string) error {
 	var major, minor int
 	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
 		return fmt.Errorf("cannot read the kernel release %q", rel)
@@ -98,6 +99,28 @@ func CheckKernel() error {
 		return fmt.Errorf("%s is older than %d.%d, which the eBPF tracker needs (run `ulimit -l unlimited` first on 5.8 to 5.10; procfs works on any)", rel, KernelFloor[0], KernelFloor[1])
 	}
 	return nil
+}
+
+// CheckFloor is the floor as the eBPF backend's probes apply it: below
+// KernelFloor the programs' maps count against RLIMIT_MEMLOCK, so only an
+// unlimited one lets them load (the load then has the last word). The
+// probe's own load does not tell: its maps are small enough to fit under
+// the usual limit, and a hold's are not.
+func CheckFloor() error {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil {
+		rl.Cur = 0 // unknown: as good as limited
+	}
+	return checkFloor(KernelRelease(), rl.Cur)
+}
+
+// checkFloor is CheckFloor for a release and a RLIMIT_MEMLOCK.
+func checkFloor(rel string, memlock uint64) error {
+	err := checkKernel(rel)
+	if err == nil || memlock == unix.RLIM_INFINITY {
+		return nil
+	}
+	return err
 }
 
 // Seal says which seal the eBPF tracker gets on this host and why (see

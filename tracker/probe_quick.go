@@ -1,8 +1,8 @@
 // probe_quick.go owns the cheap half of the eBPF backend's probe: what a
-// hold checks before it queues (privileges, kernel BTF, the host's pid
-// namespace, a seal the environment asks for), so that a host that cannot
-// track says so at once, while the programs themselves are loaded only
-// once the ticket reaches the head of the queue.
+// hold checks before it queues (privileges, kernel BTF, the kernel's floor,
+// the host's pid namespace, a seal the environment asks for), so that a
+// host that cannot track says so at once, while the programs themselves
+// are loaded only once the ticket reaches the head of the queue.
 package tracker
 
 import (
@@ -17,8 +17,8 @@ import (
 func ProbeBPFQuick() error { return probeCheap(os.Getenv(bpf.SealEnv) != "") }
 
 // probeCheap is the checks that load nothing: capabilities, kernel BTF,
-// the seal (when seal: it reads the kernel's BTF), the host's pid
-// namespace.
+// the kernel's floor (with RLIMIT_MEMLOCK), the seal (when seal: it reads
+// the kernel's BTF), the host's pid namespace.
 func probeCheap(seal bool) error {
 	fail := func(reason string) error { return &ProbeError{Backend: BackendBPF, Reason: reason} }
 	caps, err := EffectiveCaps()
@@ -29,6 +29,9 @@ func probeCheap(seal bool) error {
 		return fail(notPermitted + "; this process has " + caps.String())
 	}
 	if err := CheckBTF(); err != nil {
+		return fail(err.Error())
+	}
+	if err := CheckFloor(); err != nil {
 		return fail(err.Error())
 	}
 	if seal {
