@@ -156,7 +156,7 @@ func sealFor(opts Options) (SealMode, error) {
 // unconfigured: what a spare holds.
 func loadObjects(seal SealMode, opts Options) (*Lineage, error) {
 	// BPF memory is charged to the memory cgroup (Linux 5.11+), not
-	// RLIMIT_MEMLOCK: no rlimit to raise (the README states the floor).
+	// RLIMIT_MEMLOCK: no rlimit to raise (docs/TRACKERS.md states the floor).
 	// The embedded object is CO-RE relocated against this kernel's BTF.
 	spec, err := specFor(seal)
 	if err != nil {

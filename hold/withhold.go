@@ -31,7 +31,7 @@ import (
 // or ctx's end hands the token on with the holders left: a hold keeps its
 // token only while it lives, and the next hold's payload then starts
 // beside them (a successor does not check the device before its payload
-// starts: the README says so).
+// starts: docs/SECURITY.md says so).
 func (h *holdRun) withhold(ctx context.Context, c device.Check, baseline device.Baseline, signalled func() os.Signal) {
 	log := h.o.Log
 	ctx, lost := h.unlessLost(ctx)

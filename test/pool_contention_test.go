@@ -273,7 +273,7 @@ func pcCheckDevices(t *testing.T, spans map[string]*pcSpan, counts map[string]in
 }
 
 // pcBound is the bound a hold of spec s keeps its devices for at most
-// (README, Device pools): its max hold plus grace, survivor wait and 10s.
+// (docs/OPERATING.md, Device pools): its max hold plus grace, survivor wait and 10s.
 func pcBound(s pcSpec) time.Duration {
 	if len(s.args) < 2 {
 		return 0

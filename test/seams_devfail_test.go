@@ -219,7 +219,7 @@ func TestDeviceWaitKeepsTokenPastItsBound(t *testing.T) {
 // A hold that keeps the token is still ended by TERM and by gpu-hold
 // cancel (its user's): it hands the token on at once, exits 73, and its
 // record says that the holder still held the device then, and why. The
-// second hold then runs: beside the holder, which is the gap the README
+// second hold then runs: beside the holder, which is the gap docs/SECURITY.md
 // states (a successor does not check the device before it starts).
 //
 // Catches: a keeping that ignores signals or a cancel (an unkillable

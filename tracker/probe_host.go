@@ -83,7 +83,7 @@ func CheckBTF() error {
 // KernelFloor is the oldest kernel release the eBPF tracker is meant for:
 // BPF memory is charged to the memory cgroup from 5.11 on (before, to
 // RLIMIT_MEMLOCK, which gpu-hold does not raise); everything else it uses
-// is older (the README's table of kernel features).
+// is older (docs/TRACKERS.md's table of kernel features).
 var KernelFloor = [2]int{5, 11}
 
 // CheckKernel says whether this kernel is at least KernelFloor. The load
