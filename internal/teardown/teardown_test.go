@@ -44,6 +44,7 @@ func (f *fakeTracker) Live() ([]proc.Stat, error) {
 	s, err := proc.TakeSnapshot()
 	return f.LiveIn(s), err
 }
+
 // A member is a live process that carries the mark, or a child of one. A
 // child caught in its exec has an environment that reads empty for an
 // instant, which a loaded host stretches: marks.Live reads it again, and
