@@ -2,6 +2,8 @@
 // every package. A package imports only packages on floors below its own,
 // so imports run one way, down; layers_test.go fails on an import that
 // breaks the rule, and the docs point here rather than restate it.
+// funclen_test.go keeps the structure's other rule: no product function
+// over 80 lines.
 //
 // Why these floors: proc, safefs, cgroup and termsafe know nothing of
 // gpu-hold's concepts; the queue and the record know nothing of lineages or
