@@ -133,19 +133,7 @@ func TestLockerWithNoTicketIsNamed(t *testing.T) {
 				len(st.Lockers[0].Cmd) == 0 || st.Lockers[0].Cmd[0] != "flock" || st.Lockers[0].Ticket != 0 || st.Lockers[0].Started.IsZero() {
 				t.Fatalf("Status lockers %+v, want flock %v of uid %d holding the %s lock with no ticket", st.Lockers, id, wantUID, lock)
 			}
-			w, err := q.Enqueue(Ticket{Label: "waiter"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen := make(chan *Locker, 64)
-			res := make(chan error, 1)
-			go func() {
-				g, err := w.Wait(ctxT(t, 60*time.Second), func(p Position) { seen <- p.Locker })
-				if err == nil {
-					g.Release()
-				}
-				res <- err
-			}()
+			w, seen, res := startWaiter(t, q)
 			requireLockerShown(t, seen, id, lock)
 			who := fmt.Sprintf("pid %d", id.PID)
 			waitFor(t, "the waiter's warning naming the locker", func() bool { return len(q.warnings(who)) > 0 })
@@ -217,19 +205,7 @@ func TestGrantedTicketOfALocker(t *testing.T) {
 	if why := st.Lockers[0].Why(); !strings.Contains(why, "not a gpu-hold") {
 		t.Errorf("Why() = %q", why)
 	}
-	w, err := q.Enqueue(Ticket{Label: "waiter"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := make(chan *Locker, 64)
-	res := make(chan error, 1)
-	go func() {
-		g, err := w.Wait(ctxT(t, 60*time.Second), func(p Position) { seen <- p.Locker })
-		if err == nil {
-			g.Release()
-		}
-		res <- err
-	}()
+	_, seen, res := startWaiter(t, q)
 	requireLockerShown(t, seen, id, "token")
 	who := fmt.Sprintf("pid %d", id.PID)
 	waitFor(t, "the waiter's warning naming the holder's process", func() bool { return len(q.warnings(who)) > 0 })
@@ -245,4 +221,24 @@ func TestGrantedTicketOfALocker(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter did not take the token once the locker let go")
 	}
+}
+
+// startWaiter queues a waiter and waits for the token in the background,
+// releasing it once granted: seen gets each locker its status shows, res
+// its wait's end.
+func startWaiter(t *testing.T, q *testQueue) (w Waiter, seen chan *Locker, res chan error) {
+	t.Helper()
+	w, err := q.Enqueue(Ticket{Label: "waiter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, res = make(chan *Locker, 64), make(chan error, 1)
+	go func() {
+		g, err := w.Wait(ctxT(t, 60*time.Second), func(p Position) { seen <- p.Locker })
+		if err == nil {
+			g.Release()
+		}
+		res <- err
+	}()
+	return w, seen, res
 }

@@ -118,17 +118,7 @@ func TestHelperAsOther(t *testing.T) { plant.RunHelper(t) }
 // nothing: its counts are added by the next Record after the lock is free.
 func TestMetricsLockHeldForEver(t *testing.T) {
 	dir := t.TempDir()
-	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(dir, ".gpu_hold_gpu.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	f := lockAfterOneHold(t, dir)
 	plant.Within(t, "WriteLive under a held lock", func() {
 		if err := WriteLive(dir, "gpu", Live{Held: true, Since: time.Now()}); err != nil {
 			t.Fatalf("WriteLive under a held lock: %v", err)

@@ -266,17 +266,7 @@ func TestMetricsConcurrentAndAtomic(t *testing.T) {
 // Record waiting behind it writes its counts, and says nothing is wrong.
 func TestMetricsSlowWriterLosesNothing(t *testing.T) {
 	dir := t.TempDir()
-	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(dir, ".gpu_hold_gpu.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	f := lockAfterOneHold(t, dir)
 	go func() {
 		time.Sleep(1500 * time.Millisecond)
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
@@ -322,4 +312,23 @@ func TestMetricsPendingCountedOnce(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, left)); err == nil {
 		t.Error("the pending file the state counted is still there")
 	}
+}
+
+// lockAfterOneHold records one hold in dir (which makes the lock file), then
+// holds the metrics lock of resource gpu as another writer would, until the
+// test ends; it returns the locked file, to let go of it early.
+func lockAfterOneHold(t *testing.T, dir string) *os.File {
+	t.Helper()
+	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, ".gpu_hold_gpu.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -186,16 +186,8 @@ func TestMetricsPendingFloodBounded(t *testing.T) {
 // once.
 func TestMetricsPendingHardLinkCountsOnce(t *testing.T) {
 	dir := plant.SharedDir(t)
-	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
-		t.Fatal(err)
-	}
 	// A hold's pending file, left for a later merge by a held lock.
-	f, err := os.Open(filepath.Join(dir, ".gpu_hold_gpu.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	unix.Flock(int(f.Fd()), unix.LOCK_EX)
+	f := lockAfterOneHold(t, dir)
 	defer func(w time.Duration) { mergeWait = w }(mergeWait)
 	mergeWait = 10 * time.Millisecond
 	var pe *PendingError
@@ -224,15 +216,7 @@ func TestMetricsPendingRemovedIsReported(t *testing.T) {
 	if err := unix.Chmod(dir, 0o2775); err != nil {
 		t.Fatal(err)
 	}
-	if err := Record(dir, "gpu", Hold{Granted: true}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(dir, ".gpu_hold_gpu.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	unix.Flock(int(f.Fd()), unix.LOCK_EX)
+	f := lockAfterOneHold(t, dir)
 	done := make(chan error, 1)
 	go func() { done <- Record(dir, "gpu", Hold{Granted: true}) }()
 	// The Record's pending file, written before it waits for the lock.
@@ -245,7 +229,7 @@ func TestMetricsPendingRemovedIsReported(t *testing.T) {
 	}
 	asOther(t, "remove-pending", dir)
 	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	err = <-done
+	err := <-done
 	plant.Says(t, err, "a Record whose pending file was removed", "removed or renamed", "not counted")
 	if _, holds := promOf(t, dir); holds != 1 {
 		t.Errorf("holds total %v, want 1", holds)
