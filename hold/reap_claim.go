@@ -96,29 +96,12 @@ const freshTries = 8
 // the records dir's usual one, which its ticket names. Anyone may make
 // names there; only d's uid's files are read.
 func freshRecord(d queue.Ticket) (*record.Record, string) {
-	dir, base := filepath.Split(d.Record)
-	if d.HoldID == "" || base != filepath.Base(record.RecordPath("", d.HoldID)) {
+	if d.HoldID == "" || filepath.Base(d.Record) != filepath.Base(record.RecordPath("", d.HoldID)) {
 		return nil, "" // --dump: a hold never renames it
 	}
-	sd, err := safefs.OpenDir(filepath.Clean(dir))
-	if err != nil {
-		return nil, ""
-	}
-	defer sd.Close()
-	names, _ := sd.Names()
-	tries := 0
-	for _, name := range names {
-		if !record.IsFreshRecordName(name, d.HoldID) {
-			continue
-		}
-		if st, err := sd.Lstat(name); err != nil || int(st.UID) != d.UID || !st.IsRegular() {
-			continue
-		}
-		if tries++; tries > freshTries {
-			break
-		}
-		if rec, _ := readHolderRecord(d, sd.Join(name)); rec != nil {
-			return rec, sd.Join(name)
+	for _, p := range record.FreshRecordPaths(d.Record, d.HoldID, d.UID, freshTries) {
+		if rec, _ := readHolderRecord(d, p); rec != nil {
+			return rec, p
 		}
 	}
 	return nil, ""

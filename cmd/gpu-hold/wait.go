@@ -197,17 +197,7 @@ const freshTries = 8
 // (record.FreshRecordName): anyone may make a file at the usual name, so
 // the holder's own record may be under a fresh one beside it.
 func recordCandidates(path, id string) []string {
-	c := []string{path}
-	names, _ := os.ReadDir(filepath.Dir(path))
-	for _, n := range names {
-		if len(c) > freshTries {
-			break
-		}
-		if record.IsFreshRecordName(n.Name(), id) {
-			c = append(c, filepath.Join(filepath.Dir(path), n.Name()))
-		}
-	}
-	return c
+	return append([]string{path}, record.FreshRecordPaths(path, id, -1, freshTries)...)
 }
 
 func exists(path string) bool { _, err := os.Lstat(path); return err == nil }

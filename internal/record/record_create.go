@@ -243,6 +243,33 @@ func IsFreshRecordName(name, id string) bool {
 	return err == nil
 }
 
+// FreshRecordPaths lists the regular files beside path, hold id's record
+// at its usual name, that carry a fresh name of id (FreshRecordName): at
+// most max, and only uid's (uid < 0: anyone's). Anyone may make names
+// there; a reader still believes a record only from its holder's uid.
+func FreshRecordPaths(path, id string, uid, max int) []string {
+	sd, err := safefs.OpenDir(filepath.Dir(path))
+	if err != nil {
+		return nil
+	}
+	defer sd.Close()
+	names, _ := sd.Names()
+	var out []string
+	for _, name := range names {
+		if len(out) >= max {
+			break
+		}
+		if !IsFreshRecordName(name, id) {
+			continue
+		}
+		if st, err := sd.Lstat(name); err != nil || !st.IsRegular() || uid >= 0 && int(st.UID) != uid {
+			continue
+		}
+		out = append(out, sd.Join(name))
+	}
+	return out
+}
+
 // recordBase is hold id's record name without its .jsonl.
 func recordBase(id string) string {
 	return strings.TrimSuffix(filepath.Base(RecordPath("", id)), ".jsonl")
